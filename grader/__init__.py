@@ -1,0 +1,26 @@
+"""`grade`: the auto-checker for the JAX/XLA exercise suite.
+
+Architecture in five minutes
+----------------------------
+* ``exercises/manifest.toml`` (loaded by ``grader.manifest``) lists every exercise: its
+  learner file(s), checks (points, public/hidden), hints, timeout, memory and devices.
+* Learner code runs only in a **sandbox worker** (``grader.sandbox.worker``): one fresh
+  Python process per exercise, with a memory cap, its own JAX caches and device count.
+  The trusted side talks to it through ``grader.sandbox.client.Sandbox`` over a private
+  pipe; every answer is **plain data** (``grader.plaindata``) -- numbers, strings,
+  arrays rebuilt from bytes -- so nothing the submission builds reaches the trusted side.
+* **Probes** (``grader.probes``) are measuring functions that run in the sandbox beside
+  the learner's code: count compilations (``grader.compiles``, from ``jax_log_compiles``
+  plus ``jax.monitoring``), summarise jaxprs and HLO (``grader.ir``), read shardings.
+* **Checks** are ordinary pytest tests (public ones in ``exercises/<dir>/test_public.py``,
+  hidden ones in ``solutions/<dir>/test_hidden.py``), run by ``grader.runner`` in the
+  trusted process with ``grader.pytest_plugin`` providing ``submission``/``rng``/...
+  fixtures.  Tests decide pass/fail from plain data; failures carry structured feedback
+  (``grader.feedback.CheckFailed``: message, measured, expected, hint).
+* ``grader.results`` holds frozen results; ``grader.render`` turns them into terminal
+  output or JSON; ``grader.cli`` is a thin click layer; ``grader.verify`` proves the
+  suite (solutions full marks, stubs zero, wrong fixtures and cheats caught).
+* Everything that depends on the JAX version lives in ``grader.jaxcompat``.
+"""
+
+__version__ = "0.1.0"

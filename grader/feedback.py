@@ -1,0 +1,85 @@
+"""How a check says why it failed.
+
+Tests raise ``CheckFailed`` with four parts a learner can act on: what went wrong
+(``message``), what was measured, what was expected, and what to try next (``hint``).
+For hidden checks only these authored parts are shown -- never the test's source, its
+inputs, or a raw assertion diff.
+
+The ``expect_*`` helpers validate values that came back from the sandbox (already
+plain numpy/Python data) and raise ``CheckFailed`` with a useful message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class CheckFailed(AssertionError):
+    def __init__(self, message: str, *, measured: str = "", expected: str = "", hint: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.measured = measured
+        self.expected = expected
+        self.hint = hint
+
+    def as_dict(self) -> dict:
+        return {"message": self.message, "measured": self.measured, "expected": self.expected, "hint": self.hint}
+
+
+def describe(value: Any) -> str:
+    """Short description of a plain value: ``f32[4,3]``, ``int``, ``dict with keys [...]``."""
+    if isinstance(value, np.ndarray):
+        short = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "bool": "bool",
+                 "float16": "f16", "bfloat16": "bf16"}.get(str(value.dtype), str(value.dtype))
+        return f"{short}[{','.join(map(str, value.shape))}]"
+    if isinstance(value, dict):
+        return f"dict with keys {sorted(value)[:8]}"
+    if isinstance(value, (list, tuple)):
+        return f"{type(value).__name__} of {len(value)}"
+    return type(value).__name__
+
+
+def expect_array(value: Any, *, shape: tuple | None = None, dtype: str | None = None, what: str = "the result") -> np.ndarray:
+    """``value`` must be an array (a Python scalar is accepted for shape ``()``)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and shape == ():
+        value = np.asarray(value, dtype=dtype or None)
+    if not isinstance(value, np.ndarray):
+        raise CheckFailed(
+            f"{what} should be an array", measured=describe(value), expected=f"an array of shape {shape}",
+            hint="return a jax.numpy array (not a list, a Python number or None)",
+        )
+    if shape is not None and tuple(value.shape) != tuple(shape):
+        raise CheckFailed(
+            f"{what} has the wrong shape", measured=f"shape {tuple(value.shape)}", expected=f"shape {tuple(shape)}",
+            hint="check which axis you reduce over, and that there is one value per example",
+        )
+    if dtype is not None and str(value.dtype) != dtype:
+        raise CheckFailed(
+            f"{what} has the wrong dtype", measured=str(value.dtype), expected=dtype,
+            hint="keep float32 throughout; avoid float64 NumPy constants",
+        )
+    return value
+
+
+def expect_close(actual: np.ndarray, expected: np.ndarray, *, rtol: float = 1e-4, atol: float = 1e-5,
+                 what: str = "the result", hint: str = "", reveal: bool = False) -> None:
+    """Numerically equal within tolerance; ``reveal`` shows the values (public checks only)."""
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    if actual.shape != expected.shape:
+        raise CheckFailed(f"{what} has the wrong shape", measured=str(actual.shape), expected=str(expected.shape), hint=hint)
+    if not np.all(np.isfinite(actual)):
+        raise CheckFailed(f"{what} contains NaN or inf", measured=f"{int(np.sum(~np.isfinite(actual)))} non-finite values",
+                          expected="finite values", hint=hint)
+    bad = ~np.isclose(actual, expected, rtol=rtol, atol=atol)
+    if bad.any():
+        worst = float(np.max(np.abs(actual - expected)))
+        measured = f"{int(bad.sum())} of {bad.size} values off; largest difference {worst:.3g}"
+        exp = f"agreement within rtol={rtol:g}, atol={atol:g}"
+        if reveal:
+            i = np.unravel_index(int(np.argmax(np.abs(actual - expected) * bad)), bad.shape) if bad.ndim else ()
+            measured += f"; at index {tuple(int(j) for j in i)}: got {actual[i]!r}"
+            exp += f"; there: {expected[i]!r}"
+        raise CheckFailed(f"{what} does not match the reference", measured=measured, expected=exp, hint=hint)

@@ -1,0 +1,63 @@
+"""Reading JAX's and XLA's intermediate forms: jaxprs and (optimized) HLO text.
+
+The jaxpr helpers run where the jaxpr is (usually the sandbox) and return plain data;
+the HLO helpers work on text, so the trusted side can apply them to what a probe sent
+back.  Version-sensitive spellings come from ``grader.jaxcompat``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from grader import jaxcompat
+
+
+def _inner(jaxpr):
+    """A ``Jaxpr`` from a ``Jaxpr`` or a ``ClosedJaxpr``."""
+    return getattr(jaxpr, "jaxpr", jaxpr)
+
+
+def walk_equations(jaxpr):
+    """Every equation of ``jaxpr`` and of all sub-jaxprs (jit, scan, cond, custom_jvp...)."""
+    stack = [_inner(jaxpr)]
+    while stack:
+        j = stack.pop()
+        for eqn in j.eqns:
+            yield eqn
+            for sub in jaxcompat.jaxprs_in_params(eqn.params):
+                stack.append(_inner(sub))
+
+
+def primitive_counts(jaxpr) -> dict[str, int]:
+    """How many times each primitive appears, nested sub-jaxprs included."""
+    return dict(Counter(eqn.primitive.name for eqn in walk_equations(jaxpr)))
+
+
+def jaxpr_summary(jaxpr) -> dict:
+    """Plain-data facts about a (closed) jaxpr, for the trusted side to judge."""
+    inner = _inner(jaxpr)
+    return {
+        "top_level_eqns": len(inner.eqns),
+        "total_eqns": sum(1 for _ in walk_equations(jaxpr)),
+        "primitives": primitive_counts(jaxpr),
+        "top_level_primitives": [e.primitive.name for e in inner.eqns],
+        "out_avals": [str(v.aval) for v in inner.outvars],
+        "text": str(jaxpr)[:20000],
+    }
+
+
+def entry_computation(hlo_text: str) -> str:
+    """The ENTRY computation of an HLO module's text (optimized HLO starts with tables)."""
+    m = jaxcompat.ENTRY_RE.search(hlo_text)
+    if not m:
+        raise ValueError("no ENTRY computation in this HLO text")
+    rest = hlo_text[m.start():]
+    end = rest.find("\n}\n")
+    return rest if end < 0 else rest[: end + 3]
+
+
+def collective_counts(hlo_text: str, entry_only: bool = True) -> dict[str, int]:
+    """Collectives by opcode (``all-reduce``, ``all-gather``, ...) in the ENTRY computation."""
+    text = entry_computation(hlo_text) if entry_only else hlo_text
+    counts = Counter(m.group("op") for m in jaxcompat.COLLECTIVE_RE.finditer(text))
+    return {op: counts.get(op, 0) for op in jaxcompat.COLLECTIVE_OPCODES}

@@ -1,0 +1,169 @@
+"""The exercise manifest: ``exercises/manifest.toml``, loaded into frozen dataclasses.
+
+One file describes every exercise; the CLI, ``grade verify`` and the tests all read it
+through ``load``.  Format (``format_version = 1``)::
+
+    format_version = 1
+
+    [[exercise]]
+    number = 3                         # what `grade exercise 3` means; 1..N, unique
+    slug = "per-example-grad-norms"    # stable id for scripts and fixtures
+    dir = "03_per_example_grad_norms"  # folder under exercises/ (and solutions/, fixtures/)
+    title = "Per-example gradient norms"
+    files = ["grad_norms.py"]          # the learner's file(s); the first is imported
+    timeout_s = 90                     # wall-clock budget for the whole exercise
+    memory_mb = 4096                   # address-space cap of the learner's process
+    cpu_devices = 1                    # simulated CPU devices the exercise needs
+    hints = ["first nudge", "stronger nudge", ...]   # >= 2, shown one per `grade hint`
+
+      [[exercise.checks]]
+      name = "matches_one_at_a_time"   # pytest test `test_<name>` (parametrized is fine)
+      visibility = "hidden"            # "public": exercises/<dir>/test_public.py
+                                       # "hidden": solutions/<dir>/test_hidden.py
+      points = 3                       # public checks carry 0 points (see below)
+      summary = "one line saying what the check verifies"
+
+Public checks carry no points: learners can read them, so a submission tuned to their
+inputs must not earn anything.  Every property a public check tests is re-tested by a
+hidden check on inputs drawn at grading time, and only hidden checks score.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from pathlib import Path
+
+FORMAT_VERSION = 1
+VISIBILITIES = ("public", "hidden")
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class ManifestError(ValueError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    name: str
+    visibility: str
+    points: int
+    summary: str
+
+    @property
+    def test_name(self) -> str:
+        return f"test_{self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Exercise:
+    number: int
+    slug: str
+    dir: str
+    title: str
+    files: tuple[str, ...]
+    timeout_s: float
+    memory_mb: int
+    cpu_devices: int
+    hints: tuple[str, ...]
+    checks: tuple[Check, ...]
+
+    @property
+    def module_file(self) -> str:
+        return self.files[0]
+
+    @property
+    def max_score(self) -> int:
+        return sum(c.points for c in self.checks)
+
+    def checks_of(self, visibility: str) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if c.visibility == visibility)
+
+    def learner_paths(self, root: Path) -> list[Path]:
+        """Paths of the learner's files in a checkout rooted at ``root``."""
+        return [root / "exercises" / self.dir / f for f in self.files]
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    format_version: int
+    exercises: tuple[Exercise, ...]
+    path: Path
+
+    def get(self, number: int) -> Exercise:
+        for ex in self.exercises:
+            if ex.number == number:
+                return ex
+        known = ", ".join(str(e.number) for e in self.exercises)
+        raise KeyError(f"there is no exercise {number}; the exercises are {known} (see `grade list`)")
+
+
+def _req(table: dict, key: str, typ, where: str):
+    if key not in table:
+        raise ManifestError(f"{where}: missing field `{key}`")
+    value = table[key]
+    if typ is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+        raise ManifestError(f"{where}: `{key}` should be {typ.__name__}, got {type(value).__name__}")
+    return value
+
+
+def parse(data: dict, path: Path) -> Manifest:
+    version = data.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ManifestError(f"{path}: format_version is {version!r}; this grader reads version {FORMAT_VERSION}")
+    exercises = []
+    for i, raw in enumerate(data.get("exercise", [])):
+        where = f"{path.name}: exercise #{i + 1}"
+        checks = []
+        for j, rc in enumerate(raw.get("checks", [])):
+            cw = f"{where}, check #{j + 1}"
+            name = _req(rc, "name", str, cw)
+            if not _NAME.match(name):
+                raise ManifestError(f"{cw}: check name {name!r} must be lower_snake_case")
+            vis = _req(rc, "visibility", str, cw)
+            if vis not in VISIBILITIES:
+                raise ManifestError(f"{cw}: visibility must be one of {VISIBILITIES}, got {vis!r}")
+            points = _req(rc, "points", int, cw)
+            if vis == "public" and points != 0:
+                raise ManifestError(f"{cw}: public checks carry 0 points (hidden checks score)")
+            if points < 0:
+                raise ManifestError(f"{cw}: points must be >= 0")
+            checks.append(Check(name=name, visibility=vis, points=points, summary=_req(rc, "summary", str, cw)))
+        names = [c.name for c in checks]
+        if len(set(names)) != len(names):
+            raise ManifestError(f"{where}: duplicate check names")
+        files = tuple(_req(raw, "files", list, where))
+        if not files or not all(isinstance(f, str) and f.endswith(".py") for f in files):
+            raise ManifestError(f"{where}: `files` must list the learner's .py file(s)")
+        hints = tuple(_req(raw, "hints", list, where))
+        exercises.append(
+            Exercise(
+                number=_req(raw, "number", int, where),
+                slug=_req(raw, "slug", str, where),
+                dir=_req(raw, "dir", str, where),
+                title=_req(raw, "title", str, where),
+                files=files,
+                timeout_s=_req(raw, "timeout_s", float, where),
+                memory_mb=_req(raw, "memory_mb", int, where),
+                cpu_devices=int(raw.get("cpu_devices", 1)),
+                hints=hints,
+                checks=tuple(checks),
+            )
+        )
+    numbers = [e.number for e in exercises]
+    if len(set(numbers)) != len(numbers):
+        raise ManifestError(f"{path}: exercise numbers must be unique")
+    return Manifest(format_version=version, exercises=tuple(sorted(exercises, key=lambda e: e.number)), path=path)
+
+
+def load(path: Path) -> Manifest:
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ManifestError(f"no manifest at {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError(f"{path}: {exc}") from None
+    return parse(data, Path(path))

@@ -1,0 +1,134 @@
+"""Pytest plugin loaded by the trusted runner (never by the learner's process).
+
+Check tests are ordinary pytest tests.  The runner copies them to a private folder as
+``test_eNN_public.py`` / ``test_eNN_hidden.py`` and registers this module with the
+state of the run (``STATE``).  Fixtures available to check tests:
+
+``submission``
+    the ``Sandbox`` running the learner's file for this exercise: ``submission.call(name,
+    *args)`` and ``submission.probe("module:fn", *args)`` return trusted plain data or
+    raise ``SubmissionError``.
+``seed`` / ``rng``
+    the exercise's seed and a ``numpy.random.Generator`` seeded from it and the test's
+    name, so inputs are drawn at grading time and reproducible with ``--seed``.
+``learner_names``
+    names of every function defined in the learner's file (for compile attribution).
+``reference``
+    the reference solution module imported in this trusted process (hidden tests only).
+
+``pytest_json_runtest_metadata`` hands the structured feedback of a failure (see
+``grader.feedback``) to pytest-json-report, whose report the runner reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import re
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grader.compiles import defined_function_names
+from grader.feedback import CheckFailed
+from grader.manifest import Exercise
+from grader.sandbox.client import Sandbox, SubmissionError
+
+_MODULE_RE = re.compile(r"^test_e(?P<num>\d+)_(?P<vis>public|hidden)\.py$")
+
+
+@dataclasses.dataclass
+class ExerciseRun:
+    exercise: Exercise
+    module_path: Path
+    seed: int
+    sandbox: Sandbox
+    reference_path: Path | None
+
+
+STATE: dict[int, ExerciseRun] = {}
+
+
+def _run_for(request) -> ExerciseRun:
+    m = _MODULE_RE.match(Path(str(request.node.path)).name)
+    if not m or int(m.group("num")) not in STATE:
+        raise RuntimeError(f"{request.node.path} is not a check module of this run")
+    return STATE[int(m.group("num"))]
+
+
+@pytest.fixture(scope="module")
+def exercise(request) -> Exercise:
+    return _run_for(request).exercise
+
+
+@pytest.fixture(scope="module")
+def submission(request) -> Sandbox:
+    return _run_for(request).sandbox
+
+
+@pytest.fixture(scope="module")
+def seed(request) -> int:
+    return _run_for(request).seed
+
+
+@pytest.fixture
+def rng(request, seed) -> np.random.Generator:
+    test = request.node.originalname if hasattr(request.node, "originalname") else request.node.name
+    return np.random.default_rng([seed, zlib.crc32(test.encode())])
+
+
+@pytest.fixture(scope="module")
+def learner_names(request) -> frozenset[str]:
+    path = _run_for(request).module_path
+    try:
+        return frozenset(defined_function_names(path.read_text(encoding="utf-8"), str(path)))
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+
+
+@pytest.fixture(scope="module")
+def reference(request):
+    run = _run_for(request)
+    if run.reference_path is None or not run.reference_path.is_file():
+        raise RuntimeError("the reference solution is not available to this check")
+    name = f"_reference_e{run.exercise.number:02d}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, run.reference_path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def feedback_of(excinfo) -> dict:
+    """Structured, learner-facing feedback for an exception raised by a check test."""
+    exc = excinfo.value if excinfo is not None else None
+    if isinstance(exc, CheckFailed):
+        return {"status": "failed", **exc.as_dict()}
+    if isinstance(exc, SubmissionError):
+        hint = {
+            "not_implemented": "replace the `raise NotImplementedError` with your code",
+            "syntax_error": "fix the syntax error first; `python -m py_compile FILE` shows it too",
+            "timeout": "look for an endless loop, a Python loop over a big batch, or a recompile on every call",
+            "missing_function": "keep the function names and signatures of the stub",
+            "bad_return": "return JAX/NumPy arrays, numbers, strings, or lists/tuples/dicts of them",
+            "crashed": "run your file directly with `python FILE` to see the crash",
+            "exit": "remove sys.exit()/exit() calls from your file",
+        }.get(exc.kind, "run the public checks locally and read the traceback below")
+        return {"status": "failed", "message": exc.message, "measured": "", "expected": "", "hint": hint,
+                "detail": exc.detail, "kind": exc.kind}
+    if isinstance(exc, AssertionError):
+        return {"status": "failed", "message": str(exc)[:2000] or "an assertion failed", "measured": "",
+                "expected": "", "hint": "", "raw": True}
+    return {"status": "error", "message": f"grader error: {type(exc).__name__}: {str(exc)[:500]}",
+            "measured": "", "expected": "", "hint": "", "raw": True}
+
+
+def pytest_json_runtest_metadata(item, call):
+    if call.excinfo is None:
+        return {}
+    return {"feedback": feedback_of(call.excinfo)}

@@ -1,0 +1,326 @@
+"""Trusted side of the sandbox: start a worker, talk to it, time it out, kill it.
+
+``Sandbox`` starts ``grader.sandbox.worker`` in a fresh Python process (fresh JAX caches,
+its own device count, a memory cap, its own session so the whole process group can be
+killed), and exposes two calls:
+
+* ``call(name, *args, **kwargs)`` -- run the learner's function ``name``;
+* ``probe("module:function", *args, **kwargs)`` -- run a measuring probe next to it.
+
+Both return trusted plain data (see ``grader.plaindata``) or raise ``SubmissionError``,
+whose ``kind`` says what went wrong in words a learner can act on.  One deadline covers
+the whole exercise: once it passes the worker is killed and every later call fails fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from grader import plaindata
+
+GRADER_ROOT = Path(__file__).resolve().parents[2]
+OUTPUT_CAP = 16 * 1024  # bytes of learner output kept, head and tail together
+MAX_REPLY = 64 * 1024 * 1024
+
+
+class SubmissionError(Exception):
+    """The submission could not answer: not implemented, crashed, timed out, ...
+
+    ``kind`` is one of: not_implemented, syntax_error, import_error, missing_function,
+    exception, bad_return, exit, memory, timeout, crashed.
+    """
+
+    def __init__(self, kind: str, message: str, *, detail: str = "", line: int | None = None, file: str = ""):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.detail = detail
+        self.line = line
+        self.file = file
+
+    def __reduce__(self):  # pytest may pickle exceptions
+        return (_rebuild_submission_error, (self.kind, self.message, self.detail, self.line, self.file))
+
+
+def _rebuild_submission_error(kind, message, detail, line, file):
+    return SubmissionError(kind, message, detail=detail, line=line, file=file)
+
+
+class _OutputDrain(threading.Thread):
+    """Reads the worker's stdout+stderr so it never blocks; keeps only a head and a tail."""
+
+    def __init__(self, stream):
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def run(self) -> None:
+        half = OUTPUT_CAP // 2
+        while True:
+            chunk = self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536)
+            if not chunk:
+                return
+            room = half - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            self.tail += chunk
+            if len(self.tail) > half:
+                self.dropped += len(self.tail) - half
+                del self.tail[: len(self.tail) - half]
+
+    def text(self) -> str:
+        out = self.head.decode("utf-8", "replace")
+        if self.dropped:
+            out += f"\n... [{self.dropped} bytes of output dropped] ...\n"
+        return out + self.tail.decode("utf-8", "replace")
+
+
+class Sandbox:
+    def __init__(
+        self,
+        module_path: str | Path,
+        *,
+        timeout_s: float = 60.0,
+        memory_mb: int = 4096,
+        cpu_devices: int = 1,
+        extra_env: dict[str, str] | None = None,
+    ):
+        self.module_path = Path(module_path).resolve()
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb
+        self.cpu_devices = cpu_devices
+        self.extra_env = dict(extra_env or {})
+        self.proc: subprocess.Popen | None = None
+        self._dead: SubmissionError | None = None
+        self._ready = False
+        self._next_id = 1
+        self._buf = b""
+        self.started_at = 0.0
+        self.busy_s = 0.0  # time spent waiting on the worker: what the timeout budget counts
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self) -> "Sandbox":
+        """Spawn the worker (returns at once; the import is awaited on first use)."""
+        if self.proc is not None:
+            return self
+        if not self.module_path.is_file():
+            self._dead = SubmissionError(
+                "missing_file", f"{self.module_path.name} was not found at {self.module_path}", file=str(self.module_path)
+            )
+            return self
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_", "PYTEST_", "GRADER_"))}
+        env.update(
+            {
+                "PYTHONPATH": os.pathsep.join([str(GRADER_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]),
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONHASHSEED": "0",
+                "PYTHONUNBUFFERED": "1",
+                "JAX_PLATFORMS": "cpu",
+                "JAX_NUM_CPU_DEVICES": str(self.cpu_devices),
+                "JAX_ENABLE_COMPILATION_CACHE": "false",
+                "TF_CPP_MIN_LOG_LEVEL": "3",
+                "GRADER_PROTO_FDS": f"{to_child_r},{from_child_w}",
+                "GRADER_MODULE_PATH": str(self.module_path),
+                "GRADER_MEMORY_MB": str(self.memory_mb),
+            }
+        )
+        env.update(self.extra_env)
+        self._cwd = tempfile.TemporaryDirectory(prefix="grade-sandbox-")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "grader.sandbox.worker"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=(to_child_r, from_child_w),
+            env=env,
+            cwd=self._cwd.name,
+            start_new_session=True,
+        )
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self._to = os.fdopen(to_child_w, "wb", buffering=0)
+        self._from_fd = from_child_r
+        self._drain = _OutputDrain(self.proc.stdout)
+        self._drain.start()
+        self.started_at = time.monotonic()
+        return self
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            if self.proc.poll() is None and not self._dead:
+                try:
+                    self._to.write(b'{"op":"shutdown"}\n')
+                except OSError:
+                    pass
+                try:
+                    self.proc.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    pass
+        finally:
+            self._kill()
+            for f in (self._to,):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+            try:
+                os.close(self._from_fd)
+            except OSError:
+                pass
+            self._drain.join(timeout=2)
+            self._cwd.cleanup()
+
+    def _kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait()
+
+    def __enter__(self) -> "Sandbox":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def output(self) -> str:
+        """What the learner's code printed (capped)."""
+        return self._drain.text() if self.proc is not None else ""
+
+    # -- protocol --------------------------------------------------------------------
+    def _read_message(self) -> dict:
+        # Only time spent waiting for the worker counts against the exercise's budget, so a
+        # worker started early (to overlap JAX imports) is not charged for waiting its turn.
+        t0 = time.monotonic()
+        try:
+            return self._read_message_within(t0)
+        finally:
+            self.busy_s += time.monotonic() - t0
+
+    def _read_message_within(self, t0: float) -> dict:
+        while b"\n" not in self._buf:
+            remaining = self.timeout_s - self.busy_s - (time.monotonic() - t0)
+            if remaining <= 0:
+                self._fail(
+                    SubmissionError(
+                        "timeout",
+                        f"the exercise ran out of time: it is allowed {self.timeout_s:g} s in all, "
+                        f"and your code was still running when it was stopped",
+                    )
+                )
+            ready, _, _ = select.select([self._from_fd], [], [], min(remaining, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(self._from_fd, 1 << 20)
+            if not chunk:
+                self.proc.wait()
+                self._fail(self._crash_error())
+            self._buf += chunk
+            if len(self._buf) > MAX_REPLY:
+                self._fail(SubmissionError("bad_return", "the result was too large to send back (over 64 MiB)"))
+        line, _, self._buf = self._buf.partition(b"\n")
+        try:
+            return json.loads(line)
+        except ValueError:
+            self._fail(SubmissionError("crashed", "the sandbox sent something that is not a result; grading stopped"))
+
+    def _crash_error(self) -> SubmissionError:
+        code = self.proc.returncode
+        if code is not None and code < 0:
+            sig = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+            how = f"was killed by signal {sig}"
+            if sig in ("SIGKILL", "SIGSEGV", "SIGABRT"):
+                how += f" (out of memory? the limit is {self.memory_mb} MiB)" if sig == "SIGKILL" else ""
+        else:
+            how = f"exited with status {code}"
+        return SubmissionError(
+            "crashed",
+            f"the process running your code {how} before answering; "
+            f"look for os._exit/sys.exit or a crash in your code",
+            detail=self.output[-2000:],
+        )
+
+    def _fail(self, err: SubmissionError):
+        self._dead = err
+        self._kill()
+        raise err
+
+    def _wait_ready(self) -> None:
+        if self._ready:
+            return
+        if self._dead:
+            raise self._dead
+        if self.proc is None:
+            self.start()
+            if self._dead:
+                raise self._dead
+        msg = self._read_message()
+        if "error" in msg:
+            self._fail(self._error_from(msg["error"]))
+        self._ready = True
+
+    def _error_from(self, err: dict) -> SubmissionError:
+        kind = str(err.get("kind", "exception"))
+        message = str(err.get("message", ""))
+        fname = self.module_path.name
+        line = err.get("line")
+        where = f"{fname}:{line}" if line else fname
+        if kind == "syntax_error":
+            text = err.get("text") or ""
+            message = f"syntax error in {where}: {message}" + (f"\n    {text}" if text else "")
+        elif kind == "not_implemented":
+            message = f"not implemented yet ({where} raises NotImplementedError): fill in the TODO"
+        elif kind == "import_error":
+            message = f"importing {fname} failed: {err.get('type')}: {message}"
+        elif kind == "exit":
+            message = f"your code called sys.exit/exit() ({where}); return a value instead"
+        elif kind == "memory":
+            message = f"your code ran out of memory (the limit is {self.memory_mb} MiB) at {where}"
+        elif kind == "exception":
+            message = f"your code raised {err.get('type')}: {message} ({where})"
+        return SubmissionError(kind, message, detail=str(err.get("traceback", "")), line=line, file=fname)
+
+    def request(self, op: str, target: str, *args: Any, **kwargs: Any) -> Any:
+        self._wait_ready()
+        if self._dead:
+            raise self._dead
+        rid = self._next_id
+        self._next_id += 1
+        payload = {"id": rid, "op": op, "target": target, "args": plaindata.to_plain(list(args)), "kwargs": plaindata.to_plain(kwargs)}
+        try:
+            self._to.write((plaindata.dumps(payload) + "\n").encode("utf-8"))
+        except (BrokenPipeError, OSError):
+            self.proc.wait()
+            self._fail(self._crash_error())
+        msg = self._read_message()
+        if msg.get("id") != rid:
+            self._fail(SubmissionError("crashed", "the sandbox answered out of turn; grading stopped"))
+        if "error" in msg:
+            err = self._error_from(msg["error"])
+            raise err
+        return plaindata.from_plain(msg["ok"])
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return self.request("call", name, *args, **kwargs)
+
+    def probe(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return self.request("probe", name, *args, **kwargs)

@@ -1,0 +1,80 @@
+"""What a probe sees inside the sandbox: the learner's module and a few helpers.
+
+A *probe* is a measuring function that runs next to the learner's code, e.g. "call
+``train_step`` on these 12 batches and record every compilation".  Probes live in
+``grader/probes/<module>.py`` and are named ``"<module>:<function>"``; they receive a
+``Context`` first and return plain data.  They measure; they never decide a verdict.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any, Callable
+
+import numpy as np
+
+_PROBE_NAME = re.compile(r"^[a-z_][a-z0-9_]*:[a-z_][a-z0-9_]*$")
+
+
+def preload_probes() -> None:
+    """Import every probe module now, before the learner's module can rebind JAX names."""
+    import pkgutil
+
+    import grader.probes
+
+    for info in pkgutil.iter_modules(grader.probes.__path__):
+        importlib.import_module(f"grader.probes.{info.name}")
+
+
+class MissingFunction(LookupError):
+    pass
+
+
+def to_jax(tree: Any) -> Any:
+    """numpy arrays -> JAX arrays, recursively (lists stay lists, tuples stay tuples)."""
+    import jax.numpy as jnp
+
+    if isinstance(tree, np.ndarray):
+        return jnp.asarray(tree)
+    if isinstance(tree, list):
+        return [to_jax(x) for x in tree]
+    if isinstance(tree, tuple):
+        return tuple(to_jax(x) for x in tree)
+    if isinstance(tree, dict):
+        return {k: to_jax(v) for k, v in tree.items()}
+    return tree
+
+
+class Context:
+    def __init__(self, module, module_path: str):
+        self.module = module
+        self.module_path = module_path
+
+    def function(self, name: str) -> Callable:
+        """The learner's ``name``, which must exist and be callable."""
+        if not hasattr(self.module, name):
+            raise MissingFunction(
+                f"`{name}` is not defined in {self.module_path.rsplit('/', 1)[-1]}; "
+                f"keep the name the stub gives it"
+            )
+        fn = getattr(self.module, name)
+        if not callable(fn):
+            raise MissingFunction(f"`{name}` should be a function, but it is a {type(fn).__name__}")
+        return fn
+
+    def attribute(self, name: str) -> Any:
+        if not hasattr(self.module, name):
+            raise MissingFunction(f"`{name}` is not defined in {self.module_path.rsplit('/', 1)[-1]}")
+        return getattr(self.module, name)
+
+    def dispatch(self, op: str, target: str, args: list, kwargs: dict) -> Any:
+        if op == "call":
+            return self.function(target)(*to_jax(args), **to_jax(kwargs))
+        if op == "probe":
+            if not _PROBE_NAME.match(target):
+                raise ValueError(f"bad probe name {target!r}")
+            mod_name, fn_name = target.split(":")
+            probe = getattr(importlib.import_module(f"grader.probes.{mod_name}"), fn_name)
+            return probe(self, *args, **kwargs)
+        raise ValueError(f"unknown op {op!r}")

@@ -1,0 +1,149 @@
+"""The sandbox worker: the only process that runs learner code.
+
+Started by ``grader.sandbox.client.Sandbox`` as ``python -m grader.sandbox.worker``.  It
+sets its resource limits, imports JAX (device count already fixed through the
+environment), imports the learner's module, then answers requests read from a private
+pipe, one JSON line each::
+
+    {"id": 3, "op": "call",  "target": "per_example_grad_norms", "args": [...], "kwargs": {...}}
+    {"id": 4, "op": "probe", "target": "generic:count_compiles", "args": [...], "kwargs": {...}}
+
+and answers ``{"id": 3, "ok": <plain data>}`` or ``{"id": 3, "error": {...}}``.  Every
+answer passes through ``plaindata.to_plain``; the verdict is never decided here.
+
+The learner's prints go to this process's stdout/stderr, which the client drains and
+caps; the protocol uses two other file descriptors (``GRADER_PROTO_FDS``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+
+# Bind everything the harness needs *before* learner code runs, so that rebinding
+# names in ``jax``/``numpy``/``json`` from the submission does not reach the harness.
+import json
+import resource
+
+
+def _limit_resources() -> None:
+    mb = int(os.environ.get("GRADER_MEMORY_MB", "0") or 0)
+    if mb > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (mb << 20, mb << 20))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+class _Channel:
+    def __init__(self, rfd: int, wfd: int):
+        # Move the protocol pipes away from low descriptor numbers learner code might reuse.
+        self._r = os.fdopen(os.dup2(rfd, 1000, inheritable=False), "r", encoding="utf-8")
+        self._w = os.fdopen(os.dup2(wfd, 1001, inheritable=False), "w", encoding="utf-8")
+        os.close(rfd)
+        os.close(wfd)
+
+    def read(self):
+        line = self._r.readline()
+        return json.loads(line) if line else None
+
+    def write(self, message: dict) -> None:
+        self._w.write(json.dumps(message, allow_nan=False, separators=(",", ":")) + "\n")
+        self._w.flush()
+
+
+def _learner_traceback(exc: BaseException, learner_files: tuple[str, ...]) -> tuple[str, int | None]:
+    """The traceback restricted to frames in the learner's files (what they can act on)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if os.path.abspath(f.filename) in learner_files]
+    line = frames[-1].lineno if frames else None
+    text = "".join(traceback.format_list(frames[-8:]))
+    text += "".join(traceback.format_exception_only(type(exc), exc))
+    return text[-4000:], line
+
+
+def _error(kind: str, exc: BaseException | None, learner_files, **extra) -> dict:
+    err = {"kind": kind, **extra}
+    if exc is not None:
+        err["type"] = type(exc).__name__
+        try:
+            err["message"] = str(exc)[:2000]
+        except Exception:
+            err["message"] = "<unprintable exception>"
+        err["traceback"], err["line"] = _learner_traceback(exc, learner_files)
+        if isinstance(exc, SyntaxError):
+            err["line"] = exc.lineno
+            err["text"] = (exc.text or "").rstrip()[:300]
+    return err
+
+
+def main() -> None:
+    _limit_resources()
+    rfd, wfd = (int(x) for x in os.environ["GRADER_PROTO_FDS"].split(","))
+    chan = _Channel(rfd, wfd)
+    module_path = os.path.abspath(os.environ["GRADER_MODULE_PATH"])
+    learner_files = (module_path,)
+
+    # Heavy imports happen before the learner's code: their bindings are ours.
+    import numpy as np  # noqa: F401
+    import jax  # noqa: F401
+    from grader import plaindata
+    from grader.sandbox import context as _context
+
+    _context.preload_probes()
+
+    if os.environ.get("GRADER_X64") == "1":
+        jax.config.update("jax_enable_x64", True)
+
+    # Import the learner's module.
+    name = os.path.splitext(os.path.basename(module_path))[0]
+    sys.path.insert(0, os.path.dirname(module_path))
+    module = None
+    try:
+        spec = importlib.util.spec_from_file_location(name, module_path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        hello = {"id": 0, "ok": {"ready": True}}
+    except SyntaxError as exc:
+        hello = {"id": 0, "error": _error("syntax_error", exc, learner_files)}
+    except NotImplementedError as exc:
+        hello = {"id": 0, "error": _error("not_implemented", exc, learner_files)}
+    except BaseException as exc:  # noqa: BLE001 - SystemExit included: a submission may not leave
+        kind = "exit" if isinstance(exc, SystemExit) else "import_error"
+        hello = {"id": 0, "error": _error(kind, exc, learner_files)}
+    chan.write(hello)
+    if "error" in hello:
+        return
+
+    ctx = _context.Context(module=module, module_path=module_path)
+    while True:
+        req = chan.read()
+        if req is None or req.get("op") == "shutdown":
+            return
+        rid = req.get("id")
+        try:
+            args = plaindata.from_plain(req.get("args", []))
+            kwargs = plaindata.from_plain(req.get("kwargs", {}))
+            result = ctx.dispatch(req["op"], req["target"], args, kwargs)
+            reply = {"id": rid, "ok": plaindata.to_plain(result)}
+        except _context.MissingFunction as exc:
+            reply = {"id": rid, "error": {"kind": "missing_function", "message": str(exc)}}
+        except plaindata.NotPlainData as exc:
+            reply = {"id": rid, "error": {"kind": "bad_return", "message": str(exc)}}
+        except NotImplementedError as exc:
+            reply = {"id": rid, "error": _error("not_implemented", exc, learner_files)}
+        except SystemExit as exc:
+            reply = {"id": rid, "error": _error("exit", exc, learner_files)}
+        except MemoryError as exc:
+            reply = {"id": rid, "error": _error("memory", exc, learner_files)}
+        except BaseException as exc:  # noqa: BLE001 - report every failure as data
+            reply = {"id": rid, "error": _error("exception", exc, learner_files)}
+        try:
+            chan.write(reply)
+        except ValueError as exc:  # e.g. a value JSON cannot carry
+            chan.write({"id": rid, "error": {"kind": "bad_return", "message": str(exc)}})
+
+
+if __name__ == "__main__":
+    main()
