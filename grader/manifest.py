@@ -22,6 +22,11 @@ through ``load``.  Format (``format_version = 1``)::
                                        # "hidden": solutions/<dir>/test_hidden.py
       points = 3                       # public checks carry 0 points (see below)
       summary = "one line saying what the check verifies"
+      requires = ["matches_one_at_a_time"]   # optional: scores only once these pass
+
+``requires`` keeps structural checks honest: "compiles once" or "no Python loop" is
+vacuously true of ``return jnp.zeros(B)``, so such checks score only when the checks
+proving the function right have passed too.
 
 Public checks carry no points: learners can read them, so a submission tuned to their
 inputs must not earn anything.  Every property a public check tests is re-tested by a
@@ -50,6 +55,7 @@ class Check:
     visibility: str
     points: int
     summary: str
+    requires: tuple[str, ...] = ()
 
     @property
     def test_name(self) -> str:
@@ -131,10 +137,16 @@ def parse(data: dict, path: Path) -> Manifest:
                 raise ManifestError(f"{cw}: public checks carry 0 points (hidden checks score)")
             if points < 0:
                 raise ManifestError(f"{cw}: points must be >= 0")
-            checks.append(Check(name=name, visibility=vis, points=points, summary=_req(rc, "summary", str, cw)))
+            requires = tuple(rc.get("requires", []))
+            checks.append(Check(name=name, visibility=vis, points=points, summary=_req(rc, "summary", str, cw),
+                                requires=requires))
         names = [c.name for c in checks]
         if len(set(names)) != len(names):
             raise ManifestError(f"{where}: duplicate check names")
+        for c in checks:
+            unknown = [r for r in c.requires if r not in names or r == c.name]
+            if unknown:
+                raise ManifestError(f"{where}: check {c.name!r} requires unknown check(s) {unknown}")
         files = tuple(_req(raw, "files", list, where))
         if not files or not all(isinstance(f, str) and f.endswith(".py") for f in files):
             raise ManifestError(f"{where}: `files` must list the learner's .py file(s)")

@@ -19,6 +19,7 @@ The submission's process only ever answers ``call``/``probe`` requests with plai
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import io
 import shutil
@@ -134,6 +135,23 @@ def _run_pytest(folder: Path, runs: dict[int, pytest_plugin.ExerciseRun]) -> dic
     return json_report.report or {}
 
 
+def _apply_requirements(ex: Exercise, checks: list[CheckResult]) -> list[CheckResult]:
+    """A passed check whose ``requires`` did not all pass scores nothing (see grader.manifest)."""
+    by_name = {c.name: c for c in checks}
+    out = []
+    for spec, result in zip(ex.checks, checks):
+        missing = [r for r in spec.requires if not by_name[r].passed]
+        if result.passed and missing:
+            result = dataclasses.replace(
+                result, status=FAILED, score=0,
+                message=f"passed, but it only scores once {', '.join(f'`{m}`' for m in missing)} passes: "
+                        f"this property is only worth something in a function that computes the right thing",
+                hint=f"fix `{missing[0]}` first",
+            )
+        out.append(result)
+    return out
+
+
 def _check_name(nodeid: str) -> str:
     func = nodeid.split("::")[-1].split("[")[0]
     return func[len("test_"):] if func.startswith("test_") else func
@@ -183,6 +201,7 @@ def _exercise_result(run: pytest_plugin.ExerciseRun, report: dict, hidden_availa
         checks.append(CheckResult(check.name, check.visibility, check.summary, status, 0, check.points,
                                   message=message, measured=measured, expected=expected, hint=hint,
                                   detail=fb.get("detail", ""), duration_s=duration))
+    checks = _apply_requirements(ex, checks)
     return ExerciseResult(
         number=ex.number, slug=ex.slug, title=ex.title,
         files=tuple(str(run.module_path.parent / f) for f in ex.files),

@@ -56,6 +56,9 @@ def explain(record: dict, names: Iterable[str]) -> str:
     for i, e in enumerate(events, 1):
         sig = short_signature(e["signature"]) if e["signature"] else "?"
         lines.append(f"compile {i}: jit({e['name']}) with ({sig})")
+    if count > len(events):
+        lines.append(f"{count - len(events)} compile(s) seen only through jax.monitoring "
+                     f"(the compile log was switched off while they happened)")
     reasons = cache_miss_reasons(record)
     if reasons:
         lines.append("JAX says (jax_explain_cache_misses): " + " | ".join(reasons))

@@ -8,8 +8,12 @@ killed), and exposes two calls:
 * ``probe("module:function", *args, **kwargs)`` -- run a measuring probe next to it.
 
 Both return trusted plain data (see ``grader.plaindata``) or raise ``SubmissionError``,
-whose ``kind`` says what went wrong in words a learner can act on.  One deadline covers
-the whole exercise: once it passes the worker is killed and every later call fails fast.
+whose ``kind`` says what went wrong in words a learner can act on.  One time budget covers
+the whole exercise (time spent waiting on the worker): once it is spent the worker is
+killed and every later call fails fast.
+
+The worker imports JAX as soon as it starts, but imports the learner's module only when
+``begin_import`` says so -- after the trusted side has loaded its checks.
 """
 
 from __future__ import annotations
@@ -106,6 +110,7 @@ class Sandbox:
         self.proc: subprocess.Popen | None = None
         self._dead: SubmissionError | None = None
         self._ready = False
+        self._import_sent = False
         self._next_id = 1
         self._buf = b""
         self.started_at = 0.0
@@ -264,15 +269,26 @@ class Sandbox:
         self._kill()
         raise err
 
+    def begin_import(self) -> None:
+        """Let the worker import the learner's module now (it waits for this after starting)."""
+        if self.proc is None:
+            self.start()
+        if self._import_sent or self._dead:
+            return
+        self._import_sent = True
+        try:
+            self._to.write(b'{"op":"import"}\n')
+        except OSError:
+            pass  # the crash is reported when the answer is awaited
+
     def _wait_ready(self) -> None:
         if self._ready:
             return
         if self._dead:
             raise self._dead
-        if self.proc is None:
-            self.start()
-            if self._dead:
-                raise self._dead
+        self.begin_import()
+        if self._dead:
+            raise self._dead
         msg = self._read_message()
         if "error" in msg:
             self._fail(self._error_from(msg["error"]))

@@ -58,7 +58,8 @@ def _learner_traceback(exc: BaseException, learner_files: tuple[str, ...]) -> tu
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if os.path.abspath(f.filename) in learner_files]
     line = frames[-1].lineno if frames else None
     text = "".join(traceback.format_list(frames[-8:]))
-    text += "".join(traceback.format_exception_only(type(exc), exc))
+    only = "".join(traceback.format_exception_only(type(exc), exc))
+    text += only.split("\n--------------------")[0].rstrip() + "\n"  # drop JAX's frame-filtering notice
     return text[-4000:], line
 
 
@@ -94,6 +95,12 @@ def main() -> None:
 
     if os.environ.get("GRADER_X64") == "1":
         jax.config.update("jax_enable_x64", True)
+
+    # Wait for the go-ahead: the trusted side first finishes loading its checks, so no
+    # learner code runs while the check files are on disk.
+    go = chan.read()
+    if go is None or go.get("op") != "import":
+        return
 
     # Import the learner's module.
     name = os.path.splitext(os.path.basename(module_path))[0]

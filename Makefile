@@ -1,0 +1,33 @@
+# `make grade`  set up (.venv) and grade every exercise in exercises/
+# `make test`   set up and run the grader's own tests, then `grade verify`
+# `make bench`  measure grading speed against a bare JAX start-up (the floor)
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup grade test verify bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+grade: $(STAMP)
+	$(BIN)/grade all
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+	$(BIN)/grade verify
+
+verify: $(STAMP)
+	$(BIN)/grade verify
+
+bench: $(STAMP)
+	$(BIN)/python tests/bench.py
+
+clean:
+	rm -rf $(VENV) *.egg-info

@@ -1,0 +1,94 @@
+"""Public checks for exercise 5 (run by `grade exercise 5`; they carry no points).
+
+The hidden checks test the same properties on inputs drawn at grading time, and also
+look at the jaxpr of `scan_version` (a `scan`, no `while`, and no growth with max_steps).
+"""
+
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from grader.feedback import CheckFailed, describe, expect_array, expect_close
+
+# The fixed inputs of these public checks.
+THETA = np.asarray(0.6, dtype=np.float32)
+X = np.array([0.5, -1.0, 0.2, 1.5], dtype=np.float32)
+WEIGHTS = np.array([1.0, -2.0, 0.5, 3.0], dtype=np.float32)
+MAX_STEPS = 50
+
+# --- trusted copy of the stub's iteration (the check does not trust the learner's copy) ---
+TOL = 1e-3
+
+
+@jax.jit
+def trusted_while(theta, x, max_steps):
+    def keep_going(state):
+        z, change, k = state
+        return (k < max_steps) & (change >= TOL)
+
+    def body(state):
+        z, _, k = state
+        z_new = jnp.tanh(theta * z + x)
+        return z_new, jnp.max(jnp.abs(z_new - z)), k + 1
+
+    start = (jnp.zeros_like(x), jnp.asarray(jnp.inf, dtype=x.dtype), jnp.asarray(0, dtype=jnp.int32))
+    z, _, n_steps = lax.while_loop(keep_going, body, start)
+    return z, n_steps
+
+
+def unpack(out, n, what="scan_version(theta, x, max_steps)"):
+    """(z, n_steps) from the learner's answer, or a CheckFailed that says what is off."""
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise CheckFailed(f"{what} should return a pair (z, n_steps)", measured=describe(out),
+                          expected="a tuple of 2: z as f32[n] and n_steps as an integer scalar",
+                          hint="end with `return z, n_steps`, like while_version")
+    z = expect_array(out[0], shape=(n,), dtype="float32", what=f"z (the first output of {what})")
+    steps = out[1]
+    if not (isinstance(steps, np.ndarray) and steps.shape == () and np.issubdtype(steps.dtype, np.integer)):
+        raise CheckFailed(f"n_steps (the second output of {what}) should be an integer scalar",
+                          measured=describe(steps), expected="i32[]",
+                          hint="carry the counter as jnp.int32 and update it with jnp.where, as the state is")
+    return z, int(steps)
+
+
+def test_matches_while_version_small(submission):
+    z_ref, steps_ref = trusted_while(THETA, X, MAX_STEPS)
+    z, steps = unpack(submission.call("scan_version", THETA, X, MAX_STEPS), X.size)
+    if steps != int(steps_ref):
+        raise CheckFailed(
+            "n_steps differs from while_version's",
+            measured=f"n_steps = {steps} for theta=0.6, x={X.tolist()}, max_steps={MAX_STEPS}",
+            expected=f"n_steps = {int(steps_ref)}",
+            hint="count an update only while the loop is not done yet; the update whose change falls below TOL "
+                 "still counts, every later one does not",
+        )
+    expect_close(z, np.asarray(z_ref), rtol=1e-5, atol=1e-6, reveal=True,
+                 what="z from scan_version(0.6, x, 50)",
+                 hint="after the stopping condition holds, the state must stop changing: "
+                      "z = jnp.where(done, z, z_new)")
+
+
+def test_grad_works_small(submission):
+    unpack(submission.call("scan_version", THETA, X, MAX_STEPS), X.size)
+    got = submission.probe("ex05_loops:grad_of_weighted_output", "scan_version", THETA, X, WEIGHTS, MAX_STEPS)
+    if "error" in got:
+        raise CheckFailed(
+            "jax.grad of scan_version raised an error",
+            measured=got["error"],
+            expected="a gradient",
+            hint="reverse mode cannot go through lax.while_loop (nor lax.fori_loop with traced bounds); "
+                 "use lax.scan with length=max_steps",
+        )
+    # Forward mode goes through lax.while_loop; reverse mode (jax.grad) does not.
+    j_theta, j_x = jax.jacfwd(lambda t, x: trusted_while(t, x, MAX_STEPS)[0], argnums=(0, 1))(THETA, X)
+    w = WEIGHTS.astype(np.float64)
+    expect_close(np.asarray(got["grad_theta"]), np.float32(w @ np.asarray(j_theta, np.float64)),
+                 rtol=1e-4, atol=1e-5, reveal=True,
+                 what="jax.grad of sum(w * z) with respect to theta",
+                 hint="compare with jax.jacfwd of while_version; do not stop gradients anywhere in the loop")
+    expect_close(np.asarray(got["grad_x"]), (w @ np.asarray(j_x, np.float64)).astype(np.float32),
+                 rtol=1e-4, atol=1e-5, reveal=True,
+                 what="jax.grad of sum(w * z) with respect to x",
+                 hint="compare with jax.jacfwd of while_version; do not stop gradients anywhere in the loop")

@@ -1,0 +1,129 @@
+"""Public checks for exercise 6 (run by `grade exercise 6`; they carry no points).
+
+The hidden checks count primitives in functions you have never seen (built at grading
+time from nested jit, scan, cond, while, checkpoint, custom_jvp/custom_vjp, vmap...) and
+check every reading answer against the jaxprs of the installed JAX.
+"""
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax import lax
+
+from grader import ir
+from grader.feedback import CheckFailed
+from grader.jaxcompat import jaxprs_in_params
+
+# The stub's example functions, written out here so the check does not trust your copy.
+EXAMPLES = {
+    "example_mlp": ('''
+def example_mlp(x, w1, w2):
+    h = jax.nn.relu(x @ w1)
+    return jnp.tanh(h @ w2)
+''', [[[4, 3], "float32"], [[3, 8], "float32"], [[8, 2], "float32"]]),
+    "example_scan": ('''
+def example_scan(xs):
+    def step(carry, row):
+        total, biggest = carry
+        return (total + row, jnp.maximum(biggest, row)), jnp.sum(row)
+
+    start = (jnp.zeros(3), jnp.full(3, -jnp.inf))
+    (total, biggest), row_sums = lax.scan(step, start, xs)
+    return total, biggest, row_sums
+''', [[[6, 3], "float32"]]),
+    "example_branch": ('''
+@jax.jit
+def _unit(v):
+    return v / jnp.sqrt(jnp.sum(v * v))
+
+
+def example_branch(x):
+    return lax.cond(jnp.sum(x) > 0, _unit, lambda v: jnp.where(v > 0, v, 0.0), x)
+''', [[[5], "float32"]]),
+}
+
+
+def trace(source, name, specs):
+    namespace = {"jax": jax, "jnp": jnp, "lax": lax}
+    exec(compile(source, f"<{name}>", "exec"), namespace)
+    return jax.make_jaxpr(namespace[name])(*[jax.ShapeDtypeStruct(tuple(s), d) for s, d in specs])
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_counts_example_functions(submission, name):
+    source, specs = EXAMPLES[name]
+    got = submission.probe("ex06_jaxpr:count_in_source", source, name, specs)
+    truth = ir.primitive_counts(trace(source, name, specs))
+    what = f"count_primitives(jax.make_jaxpr({name})(...))"
+    counts = got["counts"]
+    if counts is None:
+        raise CheckFailed(f"{what} should return a dict with str keys",
+                          measured=f"a {got['type']}" + (f" with keys of type {got['key_types']}" if got["key_types"] else ""),
+                          expected="a dict like {'sin': 2, 'jit': 1}",
+                          hint="use the primitive's name, eqn.primitive.name, as the key")
+    bad_values = sorted(k for k, v in counts.items() if type(v) is not int)
+    if bad_values:
+        raise CheckFailed(f"{what}: every count should be a Python int",
+                          measured=f"non-int values for {bad_values}", expected="int values",
+                          hint="count with a dict or collections.Counter; avoid NumPy integers")
+    if counts != truth:
+        diff = {k: (counts.get(k, 0), truth.get(k, 0)) for k in sorted(set(counts) | set(truth))
+                if counts.get(k, 0) != truth.get(k, 0)}
+        raise CheckFailed(
+            f"{what} does not match the jaxpr",
+            measured="yours vs the jaxpr's: " + ", ".join(f"{k}: {a} vs {b}" for k, (a, b) in diff.items()),
+            expected=str(dict(sorted(truth.items()))),
+            hint="print the jaxpr: every equation counts once, the equations inside each sub-jaxpr count too, "
+                 "and so does the equation (jit, scan, cond, custom_jvp_call...) that holds them",
+        )
+
+
+KEYS = {
+    "where_selects_with": str, "nested_call_primitive": str, "relu_primitive": str,
+    "layer_top_level_eqns": int, "mixed_output_dtypes": list, "branchy_cond_count": int, "scan_body_eqns": int,
+}
+
+
+def test_answers_are_well_formed(submission):
+    got = submission.call("answers")
+    if not isinstance(got, dict):
+        raise CheckFailed("answers() should return a dict", measured=type(got).__name__, expected="dict",
+                          hint="return {'where_selects_with': ..., ...} with the keys the stub lists")
+    missing, extra = sorted(set(KEYS) - set(got)), sorted(set(got) - set(KEYS))
+    if missing or extra:
+        raise CheckFailed("answers() has the wrong keys", measured=f"missing {missing}, unexpected {extra}",
+                          expected=str(sorted(KEYS)), hint="use exactly the keys listed in the docstring of answers()")
+    for key, typ in KEYS.items():
+        value = got[key]
+        ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value) if typ is list \
+            else type(value) is typ
+        if not ok:
+            raise CheckFailed(f"answers()[{key!r}] has the wrong type", measured=type(value).__name__,
+                              expected="a list of str" if typ is list else typ.__name__,
+                              hint="names are strings such as 'add'; counts are ints")
+
+
+def _eqn_holding_a_call(jaxpr):
+    return next(e for e in jaxpr.eqns if any(True for _ in jaxprs_in_params(e.params)))
+
+
+def test_reads_nested_call_and_relu(submission):
+    got = submission.call("answers")
+    if not isinstance(got, dict):
+        raise CheckFailed("answers() should return a dict", measured=type(got).__name__, expected="dict")
+    x = jax.ShapeDtypeStruct((4,), jnp.float32)
+
+    @jax.jit
+    def _double(v):
+        return 2.0 * v
+
+    truth = {
+        "nested_call_primitive": _eqn_holding_a_call(jax.make_jaxpr(lambda v: _double(v) + 1.0)(x).jaxpr).primitive.name,
+        "relu_primitive": jax.make_jaxpr(jax.nn.relu)(x).jaxpr.eqns[0].primitive.name,
+    }
+    for key, right in truth.items():
+        if got.get(key) != right:
+            raise CheckFailed(f"answers()[{key!r}] is not what this JAX's jaxpr shows",
+                              measured=repr(got.get(key)), expected=repr(right),
+                              hint="print jax.make_jaxpr(calls_helper)(jnp.ones(4)) and "
+                                   "jax.make_jaxpr(activation)(jnp.ones(4)); names change between JAX versions")

@@ -1,0 +1,113 @@
+"""Probe for exercise 4 (Megatron-style PartitionSpecs): run the learner's layout on a mesh.
+
+``run_on_mesh(ctx, mesh_shape, x, w1, w2)`` builds the mesh the grader chose,
+``Mesh(np.array(jax.devices()).reshape(d, m), ("data", "model"))`` (Auto axes), hands it
+with the host arrays to the learner's ``shard_inputs(mesh, x, w1, w2)``, then jits the
+learner's ``mlp`` itself, lowers and compiles it for the arrays it got back, and runs the
+compiled program once.  It returns plain data only; every verdict is the test's:
+
+``mesh``            ``{"shape": [d, m], "device_ids": [[...], ...]}`` (the grid of device ids)
+``returned``        a description of each value ``shard_inputs`` returned (type name, and
+                    whether it is a ``jax.Array``); ``compiled`` is False and nothing else is
+                    measured when these are not three JAX arrays
+``values_kept``     per input, whether the placed array still holds the values passed in
+``inputs``          per input, a sharding record (see ``_sharding_record``) read from
+                    ``compiled.input_shardings``
+``input_shardings_text``  ``repr(compiled.input_shardings)``
+``output``          the output of the compiled program, as a numpy array
+``output_sharding`` the sharding record of ``compiled.output_shardings``
+``argument_bytes``  ``compiled.memory_analysis().argument_size_in_bytes`` (per device)
+``hlo``             the optimized HLO text, ``compiled.as_text()``
+
+JAX entry points are bound when this module is imported (before the learner's module),
+so a submission that patches ``jax.jit`` or the ``Compiled`` introspection methods does
+not change what is measured.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax import stages as _stages
+from jax.sharding import Mesh as _Mesh
+
+_jit = jax.jit
+_devices = jax.devices
+_Array = jax.Array
+_compile = _stages.Lowered.compile
+_as_text = _stages.Compiled.as_text
+_memory_analysis = _stages.Compiled.memory_analysis
+_input_shardings = _stages.Compiled.input_shardings.fget
+_output_shardings = _stages.Compiled.output_shardings.fget
+_run = _stages.Compiled.__call__
+_asarray = np.asarray
+
+AXES = ("data", "model")
+NAMES = ("x", "w1", "w2")
+
+
+def _type_name(value) -> str:
+    t = type(value)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _sharding_record(sharding, shape) -> dict:
+    """What a sharding means for an array of ``shape``: which block each device holds."""
+    shape = tuple(int(n) for n in shape)
+    blocks = []
+    for device, index in sharding.devices_indices_map(shape).items():
+        spans = []
+        for sl, n in zip(index, shape):
+            start, stop, _ = sl.indices(n)
+            spans.append([int(start), int(stop)])
+        blocks.append([int(device.id), spans])
+    blocks.sort(key=lambda b: b[0])
+    mesh = getattr(sharding, "mesh", None)
+    spec = getattr(sharding, "spec", None)
+    return {
+        "kind": type(sharding).__name__,
+        "text": repr(sharding),
+        "spec": None if spec is None else str(spec),
+        "mesh_axes": None if mesh is None else {str(k): int(v) for k, v in dict(mesh.shape).items()},
+        "global_shape": list(shape),
+        "shard_shape": [int(n) for n in sharding.shard_shape(shape)],
+        "blocks": blocks,
+    }
+
+
+def run_on_mesh(ctx, mesh_shape, x, w1, w2) -> dict:
+    d, m = (int(n) for n in mesh_shape)
+    grid = np.array(_devices()[: d * m]).reshape(d, m)
+    mesh = _Mesh(grid, AXES)
+    result = {
+        "mesh": {"shape": [d, m], "device_ids": [[int(dev.id) for dev in row] for row in grid]},
+        "compiled": False,
+    }
+    host = (x, w1, w2)
+    placed = ctx.function("shard_inputs")(mesh, x, w1, w2)
+    items = list(placed) if type(placed) in (list, tuple) else None
+    result["returned"] = {
+        "type": _type_name(placed),
+        "items": None if items is None else [
+            {"type": _type_name(v), "is_jax_array": isinstance(v, _Array)} for v in items
+        ],
+    }
+    if items is None or len(items) != 3 or not all(isinstance(v, _Array) for v in items):
+        return result
+
+    result["values_kept"] = [
+        bool(tuple(a.shape) == h.shape and np.array_equal(_asarray(a), h)) for a, h in zip(items, host)
+    ]
+    compiled = _compile(_jit(ctx.function("mlp")).lower(*items))
+    arg_shardings = _input_shardings(compiled)[0]
+    out = _asarray(_run(compiled, *items))
+    result.update(
+        compiled=True,
+        inputs=[_sharding_record(s, a.shape) for s, a in zip(arg_shardings, items)],
+        input_shardings_text=repr(_input_shardings(compiled)),
+        output=out,
+        output_sharding=_sharding_record(_output_shardings(compiled), out.shape),
+        argument_bytes=int(_memory_analysis(compiled).argument_size_in_bytes),
+        hlo=_as_text(compiled),
+    )
+    return result

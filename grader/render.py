@@ -1,0 +1,88 @@
+"""Reports: pure functions of a ``RunResult`` (terminal text with rich, or JSON)."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from grader.results import ERROR, FAILED, NOT_RUN, PASSED, ExerciseResult, RunResult
+
+_ICON = {PASSED: "[green]PASS[/]", FAILED: "[red]FAIL[/]", ERROR: "[magenta]ERR [/]", NOT_RUN: "[dim]----[/]"}
+
+
+def to_json(run: RunResult) -> str:
+    return json.dumps(run.to_dict(), indent=2, sort_keys=False)
+
+
+def verdict_line(ex: ExerciseResult) -> str:
+    run_checks = [c for c in ex.checks if c.status != NOT_RUN]
+    passed = sum(c.passed for c in run_checks)
+    if ex.hidden_run:
+        if ex.all_passed:
+            return f"all {len(run_checks)} checks passed"
+        return f"{passed} of {len(run_checks)} checks passed"
+    hidden = len(ex.checks) - len(run_checks)
+    state = "public checks passed" if run_checks and passed == len(run_checks) else f"{passed} of {len(run_checks)} public checks passed"
+    return f"{state} ({hidden} hidden checks not run here: they carry the points and run when your course grades your work)"
+
+
+def _exercise_panel(ex: ExerciseResult, verbose: bool) -> Panel:
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=False)
+    table.add_column("", width=4)
+    table.add_column("check")
+    table.add_column("points", justify="right")
+    table.add_column("")
+    for c in ex.checks:
+        pts = f"{c.score}/{c.max_score}" if c.status != NOT_RUN else "-"
+        table.add_row(_ICON.get(c.status, c.status), escape(c.name), pts, f"[dim]{c.visibility}[/]")
+    details = []
+    seen: dict[tuple[str, str], str] = {}
+    for c in ex.checks:
+        if c.status in (PASSED, NOT_RUN):
+            continue
+        body = Text()
+        body.append(f"{c.name}: ", style="bold")
+        key = (c.message.split(" [")[0], c.detail)
+        if key in seen:  # e.g. every check of a stub says "not implemented": say it once
+            body.append(f"same problem as {seen[key]}", style="dim")
+            details.append(body)
+            continue
+        seen[key] = c.name
+        body.append(c.message + "\n")
+        for label, value in (("measured", c.measured), ("expected", c.expected), ("try", c.hint)):
+            if value:
+                body.append(f"  {label}: ", style="cyan")
+                body.append(value.replace("\n", "\n    ") + "\n")
+        if c.detail and (verbose or c.status == FAILED) and "NotImplementedError" not in c.detail:
+            body.append("  your code's traceback:\n", style="cyan")
+            body.append("    " + c.detail.strip().replace("\n", "\n    ")[-1500:] + "\n", style="dim")
+        body.rstrip()
+        details.append(body)
+    files = ", ".join(ex.files)
+    head = Text.from_markup(
+        f"[bold]{ex.score}/{ex.max_score}[/] points - {escape(verdict_line(ex))}\n"
+        f"[dim]file: {escape(files)}   seed: {ex.seed} (reproduce with --seed {ex.seed})[/]"
+    )
+    parts = [head, table, *details]
+    if ex.error:
+        parts.append(Text(ex.error, style="red"))
+    if ex.output and verbose:
+        parts.append(Text("your code printed:\n" + ex.output[-2000:], style="dim"))
+    style = "green" if ex.all_passed else ("yellow" if ex.score else "red")
+    return Panel(Group(*parts), title=f"Exercise {ex.number}: {escape(ex.title)}", title_align="left", border_style=style)
+
+
+def print_run(run: RunResult, console: Console | None = None, verbose: bool = False) -> None:
+    console = console or Console()
+    for ex in run.exercises:
+        console.print(_exercise_panel(ex, verbose))
+    if len(run.exercises) > 1:
+        console.print(f"[bold]Total: {run.score}/{run.max_score}[/] points over {len(run.exercises)} exercises "
+                      f"({run.duration_s:.1f} s)")
+    else:
+        console.print(f"[dim]graded in {run.duration_s:.1f} s with JAX {run.jax_version}[/]")

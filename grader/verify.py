@@ -1,0 +1,215 @@
+"""`grade verify`: prove that every check in the suite can fail, and that nothing cheap passes.
+
+For each exercise it grades, with the hidden checks on:
+
+* the reference solution          -> full marks;
+* the untouched stub              -> 0, every check saying "not implemented";
+* each ``fixtures/<dir>/<name>/`` -> kind "wrong": each check in ``must_fail`` loses its
+                                     points; kind "cheat": 0 in total;
+* each generic cheat in ``fixtures/cheats/<trick>/`` applied to the stub -> 0 in total;
+
+and checks statically that every exercise has a statement, at least two hints, at least
+three known-wrong fixtures, and that every fixture names real checks.  Gradings run in
+parallel worker processes (each a normal ``runner.grade`` call).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+import multiprocessing
+import os
+import shutil
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+from typing import Callable
+
+from grader.manifest import Exercise, Manifest
+
+MIN_WRONG_FIXTURES = 3
+MIN_HINTS = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    number: int
+    label: str  # "solution", "stub", "fixture:<name>", "cheat:<trick>"
+    expect: str  # "full", "zero", "not_implemented", "must_fail"
+    must_fail: tuple[str, ...] = ()
+    module_path: str = ""
+    extra_files: tuple[str, ...] = ()  # files to copy beside the learner file (generic cheats)
+    append: str = ""  # code appended to the stub (generic cheats)
+
+
+@dataclasses.dataclass
+class Outcome:
+    case: Case
+    ok: bool
+    problem: str = ""
+    score: int = 0
+    max_score: int = 0
+    seconds: float = 0.0
+
+
+@dataclasses.dataclass
+class Report:
+    outcomes: list[Outcome]
+    static_problems: list[str]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.static_problems and all(o.ok for o in self.outcomes)
+
+    def to_dict(self) -> dict:
+        return {
+            "ok": self.ok,
+            "seconds": round(self.seconds, 1),
+            "static_problems": self.static_problems,
+            "cases": [
+                {"exercise": o.case.number, "case": o.case.label, "expect": o.case.expect, "ok": o.ok,
+                 "score": o.score, "max_score": o.max_score, "problem": o.problem, "seconds": round(o.seconds, 2)}
+                for o in self.outcomes
+            ],
+        }
+
+
+def read_fixture(folder: Path) -> dict:
+    return tomllib.loads((folder / "fixture.toml").read_text(encoding="utf-8"))
+
+
+def cases_for(ex: Exercise, course: Path) -> tuple[list[Case], list[str]]:
+    problems = []
+    stub = course / "exercises" / ex.dir / ex.module_file
+    cases = [
+        Case(ex.number, "solution", "full", module_path=str(course / "solutions" / ex.dir / ex.module_file)),
+        Case(ex.number, "stub", "not_implemented", module_path=str(stub)),
+    ]
+    readme = course / "exercises" / ex.dir / "README.md"
+    if not readme.is_file() or len(readme.read_text(encoding="utf-8").strip()) < 200:
+        problems.append(f"exercise {ex.number}: no statement (exercises/{ex.dir}/README.md)")
+    if len(ex.hints) < MIN_HINTS or not all(h.strip() for h in ex.hints):
+        problems.append(f"exercise {ex.number}: needs at least {MIN_HINTS} non-empty hints")
+    wrong = 0
+    check_names = {c.name for c in ex.checks}
+    for folder in sorted((course / "fixtures" / ex.dir).glob("*/")):
+        if not (folder / "fixture.toml").is_file():
+            continue
+        meta = read_fixture(folder)
+        kind = meta.get("kind")
+        path = str(folder / ex.module_file)
+        if kind == "wrong":
+            must_fail = tuple(meta.get("must_fail", []))
+            unknown = [m for m in must_fail if m not in check_names]
+            if not must_fail or unknown:
+                problems.append(f"fixture {folder.name} (exercise {ex.number}): must_fail {list(must_fail)} "
+                                f"must name checks of the exercise")
+                continue
+            wrong += 1
+            cases.append(Case(ex.number, f"fixture:{folder.name}", "must_fail", must_fail, module_path=path))
+        elif kind == "cheat":
+            cases.append(Case(ex.number, f"cheat:{folder.name}", "zero", module_path=path))
+        else:
+            problems.append(f"fixture {folder}: kind must be 'wrong' or 'cheat'")
+    if wrong < MIN_WRONG_FIXTURES:
+        problems.append(f"exercise {ex.number}: {wrong} known-wrong fixtures; at least {MIN_WRONG_FIXTURES} needed")
+    stub_text = stub.read_text(encoding="utf-8") if stub.is_file() else ""
+    for trick in sorted((course / "fixtures" / "cheats").glob("*/")):
+        if not (trick / "cheat.py").is_file():
+            continue
+        extra = tuple(str(p) for p in trick.iterdir() if p.name not in ("cheat.py", "fixture.toml"))
+        cases.append(Case(ex.number, f"cheat:{trick.name}", "zero", module_path=str(stub), extra_files=extra,
+                          append=stub_text + "\n\n" + (trick / "cheat.py").read_text(encoding="utf-8")))
+    return cases, problems
+
+
+def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
+    """Runs in a worker process."""
+    from grader import runner
+    from grader.manifest import load
+
+    t0 = time.monotonic()
+    manifest = load(Path(manifest_path))
+    course_root = Path(course)
+    tmp = None
+    module_path = Path(case.module_path)
+    try:
+        if case.append:
+            tmp = Path(tempfile.mkdtemp(prefix="grade-verify-"))
+            module_path = tmp / module_path.name
+            module_path.write_text(case.append, encoding="utf-8")
+            for extra in case.extra_files:
+                shutil.copy(extra, tmp / Path(extra).name)
+        run = runner.grade(manifest, [case.number], course_root=course_root, hidden_root=course_root / "solutions",
+                           module_overrides={case.number: module_path})
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    ex = run.exercises[0]
+    problem = ""
+    if case.expect == "full":
+        bad = [c for c in ex.checks if not c.passed]
+        if bad:
+            problem = "; ".join(f"{c.name}: {c.status}: {c.message} {c.measured}".strip() for c in bad)
+    elif case.expect == "not_implemented":
+        if ex.score:
+            problem = f"the stub scores {ex.score}"
+        loud = [c.name for c in ex.checks if "not implemented" not in c.message]
+        if loud:
+            problem += f" checks not saying 'not implemented': {loud}"
+    elif case.expect == "must_fail":
+        caught = {c.name for c in ex.checks if not c.passed}
+        missed = [m for m in case.must_fail if m not in caught]
+        if missed:
+            problem = f"not caught by {missed}"
+    elif case.expect == "zero":
+        if ex.score:
+            problem = f"scores {ex.score}/{ex.max_score}: " + ", ".join(c.name for c in ex.checks if c.score)
+    return Outcome(case, not problem, problem.strip(), ex.score, ex.max_score, time.monotonic() - t0)
+
+
+def verify(manifest: Manifest, course: Path, *, numbers: list[int] | None = None, jobs: int | None = None,
+           progress: Callable[[str], None] | None = None) -> Report:
+    t0 = time.monotonic()
+    cases, problems = [], []
+    for ex in manifest.exercises:
+        if numbers and ex.number not in numbers:
+            continue
+        c, p = cases_for(ex, course)
+        cases += c
+        problems += p
+    jobs = jobs or os.cpu_count() or 1
+    outcomes: list[Outcome] = []
+    ctx = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = {pool.submit(_run_case, str(manifest.path), str(course), c): c for c in cases}
+        for fut in cf.as_completed(futures):
+            case = futures[fut]
+            try:
+                outcome = fut.result()
+            except Exception as exc:  # a grader crash is a verify failure, not a crash of verify
+                outcome = Outcome(case, False, f"grader error: {type(exc).__name__}: {exc}")
+            outcomes.append(outcome)
+            if progress:
+                mark = "ok  " if outcome.ok else "FAIL"
+                progress(f"{mark} exercise {case.number} {case.label:<32} {outcome.score}/{outcome.max_score}"
+                         f"  {outcome.problem}")
+    outcomes.sort(key=lambda o: (o.case.number, o.case.label))
+    return Report(outcomes, problems, time.monotonic() - t0)
+
+
+def print_report(report: Report) -> None:
+    from rich.console import Console
+
+    console = Console()
+    for p in report.static_problems:
+        console.print(f"[red]problem:[/] {p}")
+    failed = [o for o in report.outcomes if not o.ok]
+    for o in failed:
+        console.print(f"[red]FAIL[/] exercise {o.case.number} {o.case.label}: {o.problem}")
+    n = len(report.outcomes)
+    verdict = "[green]suite verified[/]" if report.ok else "[red]suite NOT verified[/]"
+    console.print(f"{verdict}: {n - len(failed)}/{n} gradings as expected, "
+                  f"{len(report.static_problems)} static problems, {report.seconds:.0f} s")

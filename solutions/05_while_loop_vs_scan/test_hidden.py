@@ -1,0 +1,216 @@
+"""Hidden checks for exercise 5: inputs, weights and step limits drawn at grading time.
+
+Truth comes from a trusted copy of the stub's `while_version` run in this process:
+its outputs, and its forward-mode derivatives (`jax.jacfwd`, which goes through
+`lax.while_loop`).  The learner's reverse-mode gradient is measured in the sandbox by
+the `ex05_loops:grad_of_weighted_output` probe.
+
+The two structural checks (`uses_scan_not_while`, `no_python_unrolling`) only score a
+`scan_version` whose outputs match `while_version` on an input drawn for them: a
+do-nothing scan must not earn points.
+
+`lax.fori_loop` with Python-int bounds is accepted: JAX builds it from `scan`, so its
+jaxpr shows a scan and `jax.grad` works.  With a traced bound it becomes a `while`, and
+both `grad_works_and_matches_forward` and `uses_scan_not_while` fail.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from grader.feedback import CheckFailed, describe, expect_array, expect_close
+from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
+
+TOL = 1e-3
+MAX_STEPS = 100  # well above what the drawn inputs need (they are redrawn otherwise)
+
+
+@jax.jit
+def trusted_while(theta, x, max_steps):
+    """A trusted copy of the stub's while_version."""
+
+    def keep_going(state):
+        z, change, k = state
+        return (k < max_steps) & (change >= TOL)
+
+    def body(state):
+        z, _, k = state
+        z_new = jnp.tanh(theta * z + x)
+        return z_new, jnp.max(jnp.abs(z_new - z)), k + 1
+
+    start = (jnp.zeros_like(x), jnp.asarray(jnp.inf, dtype=x.dtype), jnp.asarray(0, dtype=jnp.int32))
+    z, _, n_steps = lax.while_loop(keep_going, body, start)
+    return z, n_steps
+
+
+def run_while(theta, x, max_steps):
+    z, k = trusted_while(theta, x, max_steps)
+    return np.asarray(z), int(k)
+
+
+# Forward mode goes through lax.while_loop: d z / d(theta, x) of the trusted loop.
+forward_derivatives = jax.jit(jax.jacfwd(lambda t, x: trusted_while(t, x, MAX_STEPS)[0], argnums=(0, 1)))
+
+
+def size_of(seed) -> int:
+    """One vector size per grading run (3..8), so every check reuses the same compiles."""
+    return 3 + int(seed) % 6
+
+
+def draw_input(rng, n):
+    theta = np.asarray(rng.choice([-1.0, 1.0]) * rng.uniform(0.2, 0.85), dtype=np.float32)
+    x = (rng.normal(size=n) * rng.uniform(0.3, 1.2)).astype(np.float32)
+    return theta, x
+
+
+def draw_converging(rng, n, min_steps=3):
+    """An input whose while loop stops on its own, well before MAX_STEPS."""
+    for _ in range(100):
+        theta, x = draw_input(rng, n)
+        steps = run_while(theta, x, MAX_STEPS)[1]
+        if min_steps <= steps <= MAX_STEPS // 2:
+            return theta, x
+    raise RuntimeError("could not draw a converging input")  # a grader bug, not the learner's
+
+
+def draw_capped(rng, n):
+    """An input and a small max_steps that the while loop reaches before converging."""
+    for _ in range(100):
+        theta, x = draw_input(rng, n)
+        max_steps = int(rng.integers(2, 6))
+        if run_while(theta, x, MAX_STEPS)[1] > max_steps + 1:
+            return theta, x, max_steps
+    raise RuntimeError("could not draw a capped input")
+
+
+def unpack(out, n, what="scan_version(theta, x, max_steps)"):
+    """(z, n_steps) from the learner's answer, or a CheckFailed that says what is off."""
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise CheckFailed(f"{what} should return a pair (z, n_steps)", measured=describe(out),
+                          expected="a tuple of 2: z as f32[n] and n_steps as an integer scalar",
+                          hint="end with `return z, n_steps`, like while_version")
+    z = expect_array(out[0], shape=(n,), dtype="float32", what=f"z (the first output of {what})")
+    steps = out[1]
+    if not (isinstance(steps, np.ndarray) and steps.shape == () and np.issubdtype(steps.dtype, np.integer)):
+        raise CheckFailed(f"n_steps (the second output of {what}) should be an integer scalar",
+                          measured=describe(steps), expected="i32[]",
+                          hint="carry the counter as jnp.int32 and update it with jnp.where, as the state is")
+    return z, int(steps)
+
+
+def agrees(submission, theta, x, max_steps) -> tuple[bool, bool, int, int]:
+    """(steps agree, z agrees, learner's steps, while's steps) on one input."""
+    z, steps = unpack(submission.call("scan_version", theta, x, max_steps), x.size)
+    z_ref, steps_ref = run_while(theta, x, max_steps)
+    z_ok = bool(np.all(np.isfinite(z))) and bool(np.allclose(z, z_ref, rtol=1e-5, atol=1e-6))
+    return steps == steps_ref, z_ok, steps, steps_ref
+
+
+def test_matches_while_version(submission, rng, seed):
+    n = size_of(seed)
+    cases = [(*draw_converging(rng, n), MAX_STEPS) for _ in range(3)] + [draw_capped(rng, n)]
+    problems = []
+    for i, (theta, x, max_steps) in enumerate(cases):
+        steps_ok, z_ok, steps, steps_ref = agrees(submission, theta, x, max_steps)
+        capped = i == len(cases) - 1
+        where = ("on the input where max_steps runs out before the loop converges" if capped
+                 else f"on converging input {i + 1} of 3")
+        if not steps_ok:
+            if not capped and steps == max_steps:
+                why = "n_steps equals max_steps: the counter keeps going after the stopping condition holds"
+            elif steps > steps_ref:
+                why = "n_steps is larger than while_version's"
+            else:
+                why = "n_steps is smaller than while_version's"
+            problems.append(f"{where}: {why}")
+        if not z_ok:
+            problems.append(f"{where}: z differs from while_version's")
+    if problems:
+        overshoot = any("larger" in p or "keeps going" in p for p in problems)
+        raise CheckFailed(
+            "scan_version does not give while_version's result on inputs drawn at grading time",
+            measured="\n".join(problems),
+            expected="the same z (within rtol=1e-5, atol=1e-6) and the same n_steps as while_version, "
+                     "for inputs that converge and for a max_steps too small to converge",
+            hint=("freeze the state once done: z = jnp.where(done, z, z_new), and the counter likewise; "
+                  "the update that brings the change below TOL still counts")
+            if overshoot else
+            "run exactly max_steps scan steps (length=max_steps), stop on max|z_new - z| < TOL as "
+            "while_version does, and apply/count the update that first falls below TOL",
+        )
+
+
+def test_grad_works_and_matches_forward(submission, rng, seed):
+    for _ in range(2):
+        theta, x = draw_converging(rng, size_of(seed), min_steps=5)
+        weights = rng.normal(size=x.size).astype(np.float32)
+        unpack(submission.call("scan_version", theta, x, MAX_STEPS), x.size)
+        got = submission.probe("ex05_loops:grad_of_weighted_output", "scan_version", theta, x, weights, MAX_STEPS)
+        if "error" in got:
+            raise CheckFailed(
+                "jax.grad of scan_version raised an error",
+                measured=got["error"],
+                expected="a gradient with respect to theta and x",
+                hint="reverse mode cannot go through lax.while_loop (nor lax.fori_loop whose bounds are traced "
+                     "values); use lax.scan with length=max_steps and freeze the finished state with jnp.where",
+            )
+        j_theta, j_x = forward_derivatives(theta, x)
+        w = weights.astype(np.float64)
+        hint = ("jax.grad of your function should equal jax.jacfwd of while_version: do not lax.stop_gradient "
+                "the state (the frozen state still carries the gradient of the steps before it), and make the "
+                "result itself match while_version first")
+        g_theta = expect_array(got["grad_theta"], shape=(), what="the gradient with respect to theta")
+        g_x = expect_array(got["grad_x"], shape=x.shape, what="the gradient with respect to x")
+        expect_close(g_theta, np.float32(w @ np.asarray(j_theta, np.float64)), rtol=1e-4, atol=1e-5,
+                     what="jax.grad of sum(w * z) with respect to theta", hint=hint)
+        expect_close(g_x, (w @ np.asarray(j_x, np.float64)).astype(np.float32), rtol=1e-4, atol=1e-5,
+                     what="jax.grad of sum(w * z) with respect to x", hint=hint)
+
+
+def require_correct(submission, rng, seed, check: str):
+    """Structural checks score only a scan_version that computes the right thing."""
+    theta, x = draw_converging(rng, size_of(seed))
+    steps_ok, z_ok, _, _ = agrees(submission, theta, x, MAX_STEPS)
+    if not (steps_ok and z_ok):
+        raise CheckFailed(
+            f"`{check}` only scores a scan_version whose results match while_version",
+            measured="on an input drawn for this check, (z, n_steps) differs from while_version's",
+            expected="the same (z, n_steps) as while_version",
+            hint="make `matches_while_version` pass first",
+        )
+    return theta, x
+
+
+def test_uses_scan_not_while(submission, rng, seed):
+    theta, x = require_correct(submission, rng, seed, "uses_scan_not_while")
+    summary = submission.probe("generic:jaxpr_of", "scan_version", [theta, x, 20], {}, [2])
+    prims = summary["primitives"]
+    if prims.get(WHILE_PRIMITIVE, 0):
+        raise CheckFailed(
+            "the jaxpr of scan_version contains a while loop",
+            measured=f"{prims[WHILE_PRIMITIVE]} `{WHILE_PRIMITIVE}` equation(s) in jax.make_jaxpr(scan_version)",
+            expected=f"no `{WHILE_PRIMITIVE}`; one `{SCAN_PRIMITIVE}`",
+            hint="lax.while_loop, and lax.fori_loop with a traced bound, become `while`, which jax.grad refuses; "
+                 "use lax.scan(body, carry, None, length=max_steps) with max_steps a Python int",
+        )
+    if not prims.get(SCAN_PRIMITIVE, 0):
+        raise CheckFailed(
+            "the jaxpr of scan_version contains no scan",
+            measured=f"no `{SCAN_PRIMITIVE}` among {summary['total_eqns']} equations",
+            expected=f"a `{SCAN_PRIMITIVE}` that runs the iterations",
+            hint="a Python for-loop is unrolled while tracing; write the loop with lax.scan",
+        )
+
+
+def test_no_python_unrolling(submission, rng, seed):
+    theta, x = require_correct(submission, rng, seed, "no_python_unrolling")
+    sizes = {m: submission.probe("generic:jaxpr_of", "scan_version", [theta, x, m], {}, [2])["total_eqns"]
+             for m in (10, 100)}
+    if sizes[100] > sizes[10]:
+        raise CheckFailed(
+            "the program grows with max_steps: the iterations are unrolled in Python",
+            measured=f"{sizes[10]} jaxpr equations with max_steps=10, {sizes[100]} with max_steps=100",
+            expected="the same number of equations for every max_steps",
+            hint="trace the loop body once: lax.scan(body, carry, None, length=max_steps)",
+        )
