@@ -11,6 +11,7 @@ Exit codes (also in the README):
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -23,7 +24,14 @@ from grader import render, runner
 from grader.manifest import ManifestError, load
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANNOT_GRADE = 0, 1, 2, 3
-COURSE_ROOT = Path(__file__).resolve().parents[1]
+
+
+def course_root() -> Path:
+    """The course: manifest, public checks, and (by default) solutions/ with the hidden checks.
+
+    The checkout the grader is installed from, unless GRADER_COURSE names another.
+    """
+    return Path(os.environ.get("GRADER_COURSE") or Path(__file__).resolve().parents[1]).resolve()
 
 
 class GraderCrash(click.ClickException):
@@ -47,7 +55,7 @@ def _hidden_root(course: Path, public_only: bool, hidden: Path | None) -> Path |
 
 
 def _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, verbose) -> None:
-    course = COURSE_ROOT
+    course = course_root()
     manifest = _manifest(course)
     for n in numbers:
         try:
@@ -96,7 +104,7 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def list_cmd(as_json: bool) -> None:
     """List the exercises."""
-    manifest = _manifest(COURSE_ROOT)
+    manifest = _manifest(course_root())
     rows = [{"number": e.number, "slug": e.slug, "title": e.title,
              "files": [f"exercises/{e.dir}/{f}" for f in e.files], "max_score": e.max_score}
             for e in manifest.exercises]
@@ -119,7 +127,7 @@ def exercise_cmd(number, submission, seed, as_json, public_only, hidden, verbose
 @grading_options
 def all_cmd(submission, seed, as_json, public_only, hidden, verbose) -> None:
     """Grade every exercise."""
-    numbers = [e.number for e in _manifest(COURSE_ROOT).exercises]
+    numbers = [e.number for e in _manifest(course_root()).exercises]
     _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, verbose)
 
 
@@ -130,12 +138,12 @@ def all_cmd(submission, seed, as_json, public_only, hidden, verbose) -> None:
 @click.option("--submission", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def hint_cmd(number: int, show_all: bool, reset: bool, submission: Path | None) -> None:
     """Show the next hint for exercise NUMBER (one more each call)."""
-    manifest = _manifest(COURSE_ROOT)
+    manifest = _manifest(course_root())
     try:
         ex = manifest.get(number)
     except KeyError as exc:
         raise click.UsageError(str(exc.args[0])) from None
-    state = hints_mod.HintState(Path(submission or COURSE_ROOT) / hints_mod.STATE_FILE)
+    state = hints_mod.HintState(Path(submission or course_root()) / hints_mod.STATE_FILE)
     if reset:
         state.reset(number)
         click.echo(f"Hints for exercise {number} start from the first again.")
@@ -155,8 +163,8 @@ def verify_cmd(as_json: bool, jobs: int, numbers: tuple[int, ...]) -> None:
     """Prove the suite: solutions score full, stubs 0, wrong fixtures and cheats are caught."""
     from grader import verify
 
-    manifest = _manifest(COURSE_ROOT)
-    report = verify.verify(manifest, COURSE_ROOT, numbers=list(numbers) or None, jobs=jobs or None,
+    manifest = _manifest(course_root())
+    report = verify.verify(manifest, course_root(), numbers=list(numbers) or None, jobs=jobs or None,
                            progress=None if as_json else click.echo)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))

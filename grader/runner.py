@@ -23,6 +23,7 @@ import dataclasses
 import hashlib
 import io
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -122,6 +123,7 @@ def _run_pytest(folder: Path, runs: dict[int, pytest_plugin.ExerciseRun]) -> dic
     from pytest_jsonreport.plugin import JSONReport
 
     (folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    _forget_check_modules()  # a previous run in this process must not lend its modules
     pytest_plugin.STATE.clear()
     pytest_plugin.STATE.update(runs)
     json_report = JSONReport()
@@ -132,7 +134,13 @@ def _run_pytest(folder: Path, runs: dict[int, pytest_plugin.ExerciseRun]) -> dic
     ]
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         pytest.main(args, plugins=[json_report, pytest_plugin])
+    _forget_check_modules()
     return json_report.report or {}
+
+
+def _forget_check_modules() -> None:
+    for name in [n for n in sys.modules if pytest_plugin._MODULE_RE.match(n.rsplit(".", 1)[-1] + ".py")]:
+        del sys.modules[name]
 
 
 def _apply_requirements(ex: Exercise, checks: list[CheckResult]) -> list[CheckResult]:

@@ -64,7 +64,7 @@ def expect_placed(result):
             )
 
 
-def test_numerics_match_unsharded(run):
+def test_numerics_on_2x4(run):
     (x, w1, w2), result = run
     expect_placed(result)
     out = expect_array(result["output"], shape=(B, O), dtype="float32", what="mlp(x, w1, w2) on the 2x4 mesh")

@@ -82,7 +82,7 @@ def test_grad_works_small(submission):
                  "use lax.scan with length=max_steps",
         )
     # Forward mode goes through lax.while_loop; reverse mode (jax.grad) does not.
-    j_theta, j_x = jax.jacfwd(lambda t, x: trusted_while(t, x, MAX_STEPS)[0], argnums=(0, 1))(THETA, X)
+    j_theta, j_x = jax.jit(jax.jacfwd(lambda t, x: trusted_while(t, x, MAX_STEPS)[0], argnums=(0, 1)))(THETA, X)
     w = WEIGHTS.astype(np.float64)
     expect_close(np.asarray(got["grad_theta"]), np.float32(w @ np.asarray(j_theta, np.float64)),
                  rtol=1e-4, atol=1e-5, reveal=True,

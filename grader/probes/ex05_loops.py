@@ -6,6 +6,8 @@
     int.  Returns ``{"grad_theta": array, "grad_x": array}`` or, when ``jax.grad`` (or the
     learner's function under it) raised, ``{"error": "<ExceptionType>: <first line>"}``.
     A ``NotImplementedError`` is not caught, so the stub is reported as not implemented.
+    The gradient function is jitted and kept per (function, max_steps), so repeated calls
+    with one shape compile once.
     It measures only: the trusted check compares the numbers with forward-mode derivatives
     of its own copy of the while-loop iteration.
 """
@@ -19,6 +21,7 @@ from grader.sandbox.context import to_jax
 
 # Bound at import time (probe modules load before the learner's module does).
 _grad = jax.grad
+_jit = jax.jit
 _vdot = jnp.vdot
 _asarray = jnp.asarray
 _block = jax.block_until_ready
@@ -29,17 +32,22 @@ def _first_line(exc: BaseException, limit: int = 400) -> str:
     return f"{type(exc).__name__}: {text[0][:limit] if text else ''}".rstrip(": ")
 
 
+_GRADS: dict = {}
+
+
 def grad_of_weighted_output(ctx, target: str, theta, x, weights, max_steps: int) -> dict:
     fn = ctx.function(target)
-    theta, x, weights = to_jax(theta), to_jax(x), _asarray(to_jax(weights))
+    key = (target, id(fn), int(max_steps))
+    if key not in _GRADS:
+        def loss(th, xx, w):
+            out = fn(th, xx, max_steps)
+            z = out[0] if isinstance(out, (tuple, list)) else out
+            return _vdot(w, z)
 
-    def loss(th, xx):
-        out = fn(th, xx, max_steps)
-        z = out[0] if isinstance(out, (tuple, list)) else out
-        return _vdot(weights, z)
-
+        _GRADS[key] = (fn, _jit(_grad(loss, argnums=(0, 1))))  # fn kept alive so its id stays unique
+    grad_fn = _GRADS[key][1]
     try:
-        g_theta, g_x = _block(_grad(loss, argnums=(0, 1))(theta, x))
+        g_theta, g_x = _block(grad_fn(to_jax(theta), to_jax(x), _asarray(to_jax(weights))))
     except NotImplementedError:
         raise
     except Exception as exc:  # measured, not judged: the trusted check turns this into feedback

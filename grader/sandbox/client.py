@@ -190,6 +190,11 @@ class Sandbox:
             except OSError:
                 pass
             self._drain.join(timeout=2)
+            if self.proc.stdout is not None:
+                try:
+                    self.proc.stdout.close()
+                except OSError:
+                    pass
             self._cwd.cleanup()
 
     def _kill(self) -> None:

@@ -26,7 +26,6 @@ def partition_specs() -> dict:
       w2: f32[H, O]  second layer        -> row parallel over "model"
     so that relu(x @ w1) @ w2 needs one all-reduce and nothing else, and the output
     f32[B, O] comes out split over "data" and whole (replicated) across "model".
-
     """
     return {
         "x": P("data", None),   # rows (examples) split over "data"; features whole
@@ -40,7 +39,6 @@ def shard_inputs(mesh: Mesh, x, w1, w2):
 
     x, w1, w2 arrive as NumPy arrays on the host.  Return (x, w1, w2) as jax.Arrays
     spread over the devices of `mesh` -- the mesh you are given, whatever its shape.
-
     """
     specs = partition_specs()
     return tuple(jax.device_put(a, NamedSharding(mesh, specs[name]))

@@ -1,0 +1,193 @@
+"""Public checks for exercise 1 (run by `grade exercise 1`; they carry no points).
+
+The true compile counts are measured here, live, with the installed JAX; the hidden
+checks draw new random sequences and a new workload at grading time.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from grader.compiles import CompileRecorder
+from grader.feedback import CheckFailed, expect_array, expect_close
+from grader.testing import expect_compiles
+
+# ---------------------------------------------------------------------------------------
+# Part A helpers: build a call's values, run a sequence on a fresh jit, render it
+# ---------------------------------------------------------------------------------------
+
+TARGET = "ex01_recompile_target"  # a distinctive name, so compiles are counted by it
+
+
+def fresh_jit():
+    """A new function object each time: its jit cache starts empty."""
+    def ex01_recompile_target(x, scale, mode="sum"):
+        return x, scale  # what it computes does not matter here
+    return jax.jit(ex01_recompile_target, static_argnames=("mode",))
+
+
+def build(spec, rng):
+    if isinstance(spec, (float, int, str)):
+        return spec
+    if "array" in spec:
+        shape = tuple(spec["shape"])
+        data = (rng.integers(-9, 10, size=shape) if spec["array"] == "int32" else rng.normal(size=shape))
+        data = np.asarray(data, dtype=spec["array"])
+        return data if spec.get("numpy") else jnp.asarray(data)
+    if "tuple" in spec:
+        return tuple(build(s, rng) for s in spec["tuple"])
+    return {k: build(s, rng) for k, s in spec["dict"].items()}
+
+
+def measure(calls, rng):
+    """XLA compilations of a fresh jitted target over this sequence of calls."""
+    built = [([build(a, rng) for a in c["args"]], {k: build(v, rng) for k, v in c["kwargs"].items()}) for c in calls]
+    jax.block_until_ready(built)
+    f = fresh_jit()
+    with CompileRecorder() as rec:
+        for args, kwargs in built:
+            jax.block_until_ready(f(*args, **kwargs))
+    n = rec.count([TARGET])
+    if n < 1:
+        raise RuntimeError("grader: no compilation of the target was recorded; compile counting is broken")
+    return n
+
+
+_SHORT = {"float32": "f32", "float16": "f16", "int32": "i32"}
+
+
+def render(spec):
+    if isinstance(spec, str):
+        return repr(spec)
+    if isinstance(spec, (float, int)):
+        return repr(spec)
+    if "array" in spec:
+        text = f"{_SHORT[spec['array']]}[{','.join(map(str, spec['shape']))}]"
+        return "np." + text if spec.get("numpy") else text
+    if "tuple" in spec:
+        items = [render(s) for s in spec["tuple"]]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    return "{" + ", ".join(f"{k!r}: {render(s)}" for k, s in spec["dict"].items()) + "}"
+
+
+def render_call(call):
+    parts = [render(a) for a in call["args"]] + [f"{k}={render(v)}" for k, v in call["kwargs"].items()]
+    return f"f({', '.join(parts)})"
+
+
+def as_count(value, what):
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "iu":
+        value = int(value)
+    if type(value) is not int:
+        raise CheckFailed(f"{what} should return a Python int", measured=f"a {type(value).__name__}",
+                          expected="an int such as 2", hint="return len(...) of your set of cache keys")
+    return value
+
+
+def A(dtype="float32", *shape, numpy=False):
+    spec = {"array": dtype, "shape": list(shape)}
+    if numpy:
+        spec["numpy"] = True
+    return spec
+
+
+def call(*args, **kwargs):
+    return {"args": list(args), "kwargs": kwargs}
+
+
+PUBLIC_SEQUENCES = [
+    # new values, same signature: numpy vs jax does not matter either
+    [call(A("float32", 3), 0.5), call(A("float32", 3), 1.5), call(A("float32", 3, numpy=True), -2.0)],
+    # a new shape compiles; going back to an old shape does not
+    [call(A("float32", 3), 0.5), call(A("float32", 4), 0.5), call(A("float32", 3), 2.5)],
+    # Python scalars versus arrays
+    [call(A("float32", 3), 0.5), call(A("float32", 3), A("float32")), call(A("float32", 3), 2), call(A("float32", 3), 7)],
+    # the static argument: its value, and how it is passed
+    [call(A("float32", 2, 2), 1.0), call(A("float32", 2, 2), 1.0, mode="sum"), call(A("float32", 2, 2), 1.0, "sum"),
+     call(A("float32", 2, 2), 3.0, mode="max"), call(A("float32", 2, 2), 1.0, mode="max")],
+    # pytree structure
+    [call({"tuple": [A("float32", 3), A("int32", 2)]}, 1.0),
+     call({"dict": {"a": A("float32", 3), "b": A("int32", 2)}}, 1.0),
+     call({"dict": {"b": A("int32", 2), "a": A("float32", 3)}}, 1.0),
+     call({"tuple": [A("float32", 3), A("int32", 2), A("int32", 2)]}, 1.0)],
+    # positional versus keyword arguments
+    [call(x=A("float16", 5), scale=0.1), call(scale=0.2, x=A("float16", 5)), call(A("float16", 5), scale=0.3),
+     call(A("float16", 5), 0.4)],
+]
+
+
+def test_predicts_public_sequences(submission, rng):
+    misses = []
+    for seq in PUBLIC_SEQUENCES:
+        truth = measure(seq, rng)
+        got = as_count(submission.call("predict_compiles", seq), "predict_compiles")
+        if got != truth:
+            misses.append((seq, got, truth))
+    if misses:
+        seq, got, truth = misses[0]
+        listing = "\n".join(f"  {i}. {render_call(c)}" for i, c in enumerate(seq, 1))
+        raise CheckFailed(
+            f"predict_compiles is wrong on {len(misses)} of {len(PUBLIC_SEQUENCES)} public sequences; the first:\n"
+            f"{listing}",
+            measured=f"you predicted {got} compilation(s)",
+            expected=f"{truth} compilation(s), measured just now with jax {jax.__version__}",
+            hint="run these calls yourself with JAX_LOG_COMPILES=1 (and JAX_EXPLAIN_CACHE_MISSES=1 to see why); "
+                 "the key is the abstract signature: shapes, dtypes, weak types, pytree structure, static values, "
+                 "and which arguments were passed by keyword",
+        )
+
+
+# ---------------------------------------------------------------------------------------
+# Part B
+# ---------------------------------------------------------------------------------------
+
+def reference_score(logits, temperature, shift, mode):
+    z = (np.asarray(logits, np.float64) + float(shift)) / temperature
+    m = z.max(axis=-1, keepdims=True)
+    e = np.exp(z - m)
+    s = e.sum(axis=-1, keepdims=True)
+    p = e / s
+    if mode == "probs":
+        return p
+    if mode == "logz":
+        return (m + np.log(s))[..., 0]
+    return -(p * np.log(p)).sum(axis=-1)
+
+
+def describe_request(args, kwargs):
+    logits, temperature, shift = args[:3]
+    mode = args[3] if len(args) > 3 else kwargs["mode"]
+    how_shift = "a Python float" if isinstance(shift, float) else "a 0-d float32 array"
+    how_mode = f"mode={mode!r}" if "mode" in kwargs else f"{mode!r} positionally"
+    return f"logits f32{list(logits.shape)}, temperature {temperature:.3f}, shift as {how_shift}, {how_mode}"
+
+
+def test_serves_small_workload(submission, rng, learner_names):
+    requests = []
+    for shape, mode, shift_is_array, mode_kw in [((2, 5), "probs", False, False), ((2, 5), "probs", True, True),
+                                                 ((2, 5), "logz", True, False), ((3, 4), "logz", False, True),
+                                                 ((2, 5), "logz", False, True), ((3, 4), "logz", True, False),
+                                                 ((2, 5), "probs", False, True)]:
+        logits = rng.normal(size=shape).astype(np.float32)
+        temperature = float(rng.uniform(0.5, 2.0))
+        shift = float(rng.uniform(-1, 1))
+        shift_value = np.asarray(shift, np.float32) if shift_is_array else shift
+        args, kwargs = [logits, temperature, shift_value], {}
+        if mode_kw:
+            kwargs["mode"] = mode
+        else:
+            args.append(mode)
+        requests.append({"args": args, "kwargs": kwargs})
+    result = submission.probe("generic:count_compiles", "score", requests)
+    for req, out in zip(requests, result["outputs"]):
+        args, kwargs = req["args"], req["kwargs"]
+        mode = args[3] if len(args) > 3 else kwargs["mode"]
+        expected = reference_score(args[0], args[1], args[2], mode).astype(np.float32)
+        what = f"score({describe_request(args, kwargs)})"
+        out = expect_array(out, shape=expected.shape, dtype="float32", what=what)
+        expect_close(out, expected, rtol=1e-4, atol=1e-5, what=what, reveal=True,
+                     hint="z = (logits + shift) / temperature; use jax.nn.log_softmax / jax.nn.logsumexp on z")
+    expect_compiles(result["compiles"], learner_names, at_least=1, at_most=3, what="score",
+                    hint="3 (shape, mode) pairs should mean at most 3 compilations: make `mode` static but not "
+                         "`temperature`, and make every request reach your jitted function the same way "
+                         "(one dtype and weak type for shift, mode always passed the same way)")

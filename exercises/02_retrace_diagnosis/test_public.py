@@ -1,0 +1,195 @@
+"""Public checks for exercise 2 (run by `grade exercise 2`; they carry no points).
+
+They use a small fixed model and fixed sequence lengths; the hidden checks test the same
+properties on a model, batch size, lengths, learning rates and a second bucket list drawn
+at grading time.
+"""
+
+import re
+import zlib
+
+import numpy as np
+
+from grader.feedback import CheckFailed, describe
+from grader.sandbox.client import SubmissionError
+from grader.testing import attributed, cache_miss_reasons, short_signature
+
+BUCKETS = (8, 16, 32, 64)
+SAMPLE_LENGTHS = (5, 12, 7, 3, 14, 6, 9, 2)  # buckets 8 and 16: at most 2 compiles
+
+
+def reference_step(params, tokens, targets, lr):
+    """Loss of an UNPADDED batch and the SGD update (float64, hand-written gradient of the stub's model)."""
+    embed = np.asarray(params["embed"], np.float64)
+    w = np.asarray(params["w"], np.float64)
+    b = float(np.asarray(params["b"]))
+    hidden = np.tanh(embed[tokens])
+    err = hidden @ w + b - np.asarray(targets, np.float64)
+    loss = float(np.mean(err ** 2))
+    d_pred = 2.0 * err / err.size
+    g_embed = np.zeros_like(embed)
+    np.add.at(g_embed, tokens, d_pred[..., None] * w * (1.0 - hidden ** 2))
+    return loss, {"embed": embed - lr * g_embed, "w": w - lr * np.einsum("bl,bld->d", d_pred, hidden),
+                  "b": np.float64(b - lr * d_pred.sum())}
+
+
+def bucket_of(length, buckets):
+    return min(b for b in buckets if b >= length)
+
+
+def make_batch(rng, rows, length, vocab):
+    return {"tokens": rng.integers(0, vocab, size=(rows, length)).astype(np.int32),
+            "targets": rng.normal(size=(rows, length)).astype(np.float32)}
+
+
+def check_padded(batch, got, buckets):
+    tokens, targets = batch["tokens"], batch["targets"]
+    rows, length = tokens.shape
+    width = bucket_of(length, buckets)
+    what = f"pad_to_bucket on a [{rows}, {length}] batch with buckets {buckets}"
+    for name, arr in zip(("tokens_p", "targets_p", "mask"), got):
+        if not isinstance(arr, np.ndarray) or arr.shape != (rows, width):
+            raise CheckFailed(f"{what}: {name} has the wrong shape",
+                              measured=describe(arr), expected=f"shape ({rows}, {width})",
+                              hint=f"{width} is the smallest bucket >= {length}; pad only axis 1")
+    tok_p, tgt_p, mask = got
+    if tok_p.dtype.kind not in "iu" or tgt_p.dtype.kind != "f":
+        raise CheckFailed(f"{what}: wrong dtypes", measured=f"{tok_p.dtype}, {tgt_p.dtype}",
+                          expected="int32 tokens, float32 targets", hint="np.pad keeps the input's dtype")
+    if not np.array_equal(tok_p[:, :length], tokens) or not np.array_equal(tgt_p[:, :length], targets):
+        raise CheckFailed(f"{what}: the first {length} columns should be the input batch",
+                          measured=f"tokens_p[0] = {tok_p[0].tolist()}", expected=f"starting with {tokens[0].tolist()}",
+                          hint="pad on the right: np.pad(x, ((0, 0), (0, Lb - L)))")
+    if np.any(tok_p[:, length:] != 0) or np.any(tgt_p[:, length:] != 0):
+        raise CheckFailed(f"{what}: padding should be PAD_ID = 0 / PAD_TARGET = 0.0",
+                          measured=f"tokens_p[0] = {tok_p[0].tolist()}", expected="zeros after the real tokens",
+                          hint="np.pad(..., constant_values=PAD_ID)")
+    expected_mask = np.zeros((rows, width))
+    expected_mask[:, :length] = 1.0
+    if mask.dtype.kind not in "biuf" or not np.array_equal(np.asarray(mask, np.float64), expected_mask):
+        raise CheckFailed(f"{what}: the mask should be 1 on the {length} real columns and 0 after",
+                          measured=f"mask[0] = {np.asarray(mask[0]).tolist()}",
+                          expected=f"mask[0] = {expected_mask[0].tolist()}",
+                          hint="mask = np.zeros((B, Lb), np.float32); mask[:, :L] = 1")
+
+
+_WHERE = re.compile(r"\*\s*at (?:input path )?(?P<where>.+?), now (?P<rest>.*)")
+
+
+def learner_misses(record, names):
+    keep = []
+    for msg in record.get("cache_misses", []):
+        m = re.search(r"for (?P<name>\S+) defined at", msg)
+        if m is None or m.group("name") in names:
+            keep.append(msg)
+    return keep
+
+
+def changed_arguments(messages):
+    found = []
+    for msg in messages:
+        for m in _WHERE.finditer(msg):
+            where, rest = m.group("where"), m.group("rest")
+            kw = re.fullmatch(r"\[1\]\['(?P<k>[^']+)'\]", where)
+            pos = re.fullmatch(r"\[0\]\[(?P<i>\d+)\]", where)
+            arg = kw.group("k") if kw else f"positional argument {pos.group('i')}" if pos else where
+            kind = ("static value: every new value compiles again" if "Static(" in rest else
+                    "Python scalar vs array (weak type)" if "weak_type" in rest else
+                    "pytree structure" if "children" in rest or "pytree" in rest else "shape or dtype")
+            item = f"{arg} ({kind})"
+            if item not in found:
+                found.append(item)
+    return found
+
+
+def compile_report(record, names, n_steps, n_buckets):
+    count, events, _ = attributed(record, names)
+    lines = [f"{count} compilation(s) of functions defined in your file over {n_steps} training steps "
+             f"whose batches fall into {n_buckets} buckets"]
+    for i, e in enumerate(events[:5], 1):
+        sig = short_signature(e["signature"]) if e["signature"] else "?"
+        lines.append(f"compile {i}: jit({e['name']}) with ({sig})")
+    if len(events) > 5:
+        lines.append(f"... and {len(events) - 5} more")
+    misses = learner_misses(record, names)
+    reasons = cache_miss_reasons({"cache_misses": misses}, limit=2)
+    if reasons:
+        lines.append("JAX says (jax_explain_cache_misses): " + " | ".join(reasons))
+    changed = changed_arguments(misses)
+    if changed:
+        lines.append("arguments JAX names as changing between calls: " + "; ".join(changed))
+    return "\n".join(lines)
+
+
+_RUNS: dict = {}
+
+
+def sample_run(submission, seed):
+    """One small training run shared by the public checks: (case, probe output)."""
+    key = (id(submission), seed)
+    if key not in _RUNS:
+        rng = np.random.default_rng([seed, zlib.crc32(b"ex02-public-sample-run")])
+        params = {"embed": rng.normal(size=(10, 4)).astype(np.float32),
+                  "w": (rng.normal(size=4) / 2).astype(np.float32),
+                  "b": np.asarray(rng.normal(), np.float32)}
+        batches = [make_batch(rng, 3, n, 10) for n in SAMPLE_LENGTHS]
+        lrs = [0.1 / (1.0 + 0.05 * t) for t in range(len(batches))]
+        case = {"params": params, "batches": batches, "lrs": lrs}
+        try:
+            _RUNS[key] = (case, submission.probe("ex02_retrace:train_loop", params, batches, BUCKETS, lrs), None)
+        except SubmissionError as exc:
+            _RUNS[key] = (case, None, exc)
+    case, out, error = _RUNS[key]
+    if error is not None:
+        raise error
+    return case, out
+
+
+def test_pads_to_bucket(submission, rng):
+    for buckets, lengths in ((BUCKETS, (3, 8, 9, 20, 64)), ((5, 10), (1, 5, 6))):
+        batches = [make_batch(rng, 2, n, 10) for n in lengths]
+        for batch, got in zip(batches, submission.probe("ex02_retrace:pad_batches", batches, buckets)):
+            check_padded(batch, tuple(got), buckets)
+
+
+def test_fewer_compiles_on_sample(submission, seed, learner_names):
+    case, out = sample_run(submission, seed)
+    n_buckets = len({bucket_of(n, BUCKETS) for n in SAMPLE_LENGTHS})
+    count, _, _ = attributed(out["compiles"], learner_names)
+    if not 1 <= count <= n_buckets:
+        raise CheckFailed(
+            f"{count} compilations over {len(SAMPLE_LENGTHS)} steps with lengths {SAMPLE_LENGTHS}; "
+            f"expected 1 to {n_buckets}",
+            measured=compile_report(out["compiles"], learner_names, len(SAMPLE_LENGTHS), n_buckets),
+            expected=f"at most {n_buckets} compilations (buckets 8 and 16), at least 1 (train_step is jitted)",
+            hint="no compile at all: put @jax.jit on train_step. Too many: read JAX's reason above; a static `lr` "
+                 "compiles once per value, and padding to the batch's own length gives a new shape per batch",
+        )
+
+
+def test_sample_loss_matches_unpadded(submission, seed):
+    case, out = sample_run(submission, seed)
+    for t, batch in enumerate(case["batches"]):
+        before = case["params"] if t == 0 else out["params"][t - 1]
+        ref_loss, ref_params = reference_step(before, batch["tokens"], batch["targets"], case["lrs"][t])
+        got = np.asarray(out["losses"][t], np.float64).reshape(-1)
+        if got.size != 1 or not np.isclose(got[0], ref_loss, rtol=1e-4, atol=1e-5):
+            raise CheckFailed(
+                f"step {t} (a [3, {SAMPLE_LENGTHS[t]}] batch padded to {bucket_of(SAMPLE_LENGTHS[t], BUCKETS)}): "
+                "the loss differs from the loss of the unpadded batch",
+                measured=f"loss {got.tolist()}", expected=f"{ref_loss:.6g}",
+                hint="average the squared errors over the REAL tokens only: sum(mask * err) / sum(mask)",
+            )
+        after = out["params"][t]
+        for k in ("embed", "w", "b"):
+            got_p = np.asarray(after[k]) if isinstance(after, dict) and k in after else None
+            if got_p is None or got_p.shape != np.shape(ref_params[k]) or \
+                    not np.allclose(got_p, ref_params[k], rtol=1e-4, atol=1e-5):
+                raise CheckFailed(
+                    f"step {t}: new_params['{k}'] differs from one SGD step on the unpadded batch",
+                    measured=describe(got_p) if got_p is None else
+                    f"largest difference {float(np.max(np.abs(got_p - ref_params[k]))):.3g}"
+                    if got_p.shape == np.shape(ref_params[k]) else f"shape {got_p.shape}",
+                    expected=f"params - lr * grad (lr = {case['lrs'][t]:.4g}), rtol 1e-4",
+                    hint="differentiate the masked loss and apply p - lr * g to every leaf",
+                )

@@ -1,0 +1,307 @@
+"""Hidden checks for exercise 2: a fresh training run drawn at grading time.
+
+One run is shared by the four checks (compiles are the expensive part): a model of random
+size, 14 batches of random batch size whose 14 distinct lengths touch every bucket of
+BUCKETS = (8, 16, 32, 64) and end strictly inside each bucket range at least once, and a
+decaying learning rate.  The probe ``ex02_retrace:train_loop`` pads and steps through the
+batches in the learner's process, recording compiles; the references here are plain
+NumPy (float64, hand-written gradient) on the UNPADDED batches.
+"""
+
+import re
+import zlib
+
+import numpy as np
+
+from grader.feedback import CheckFailed, describe
+from grader.sandbox.client import SubmissionError
+from grader.testing import attributed, cache_miss_reasons, short_signature
+
+BUCKETS = (8, 16, 32, 64)
+N_STEPS = 14
+
+
+# --- the model, written out here so the checks do not trust the learner's copy ----------
+def reference_step(params, tokens, targets, lr):
+    """Loss of an UNPADDED batch and the SGD update, in float64 with a hand-written gradient."""
+    embed = np.asarray(params["embed"], np.float64)
+    w = np.asarray(params["w"], np.float64)
+    b = float(np.asarray(params["b"]))
+    hidden = np.tanh(embed[tokens])                       # [B, L, D]
+    err = hidden @ w + b - np.asarray(targets, np.float64)  # [B, L]
+    loss = float(np.mean(err ** 2))
+    d_pred = 2.0 * err / err.size
+    g_w = np.einsum("bl,bld->d", d_pred, hidden)
+    g_b = float(d_pred.sum())
+    d_pre = d_pred[..., None] * w * (1.0 - hidden ** 2)
+    g_embed = np.zeros_like(embed)
+    np.add.at(g_embed, tokens, d_pre)
+    return loss, {"embed": embed - lr * g_embed, "w": w - lr * g_w, "b": np.float64(b - lr * g_b)}
+
+
+def bucket_of(length, buckets):
+    return min(b for b in buckets if b >= length)
+
+
+def draw_case(rng):
+    batch, vocab, dim = int(rng.integers(3, 7)), int(rng.integers(12, 33)), int(rng.integers(3, 9))
+    params = {
+        "embed": rng.normal(size=(vocab, dim)).astype(np.float32),
+        "w": (rng.normal(size=dim) / np.sqrt(dim)).astype(np.float32),
+        "b": np.asarray(rng.normal(), np.float32),
+    }
+    # One length strictly inside every bucket range (so padding really happens there) ...
+    lows = (0,) + BUCKETS[:-1]
+    lengths = [int(rng.integers(lo + 1, hi)) for lo, hi in zip(lows, BUCKETS)]
+    # ... and the rest distinct too, anywhere up to the largest bucket.
+    pool = [n for n in range(1, BUCKETS[-1] + 1) if n not in lengths]
+    lengths += [int(n) for n in rng.choice(pool, size=N_STEPS - len(lengths), replace=False)]
+    rng.shuffle(lengths)
+    batches = [{"tokens": rng.integers(0, vocab, size=(batch, n)).astype(np.int32),
+                "targets": rng.normal(size=(batch, n)).astype(np.float32)} for n in lengths]
+    base = float(rng.uniform(0.05, 0.3))
+    lrs = [base / (1.0 + 0.05 * t) for t in range(N_STEPS)]
+    return {"params": params, "batches": batches, "lengths": lengths, "lrs": lrs}
+
+
+_RUNS: dict = {}
+
+
+def training_run(submission, seed):
+    """The shared run: (case, probe output).  A submission error is re-raised in every check."""
+    key = (id(submission), seed)
+    if key not in _RUNS:
+        case = draw_case(np.random.default_rng([seed, zlib.crc32(b"ex02-hidden-training-run")]))
+        try:
+            out = submission.probe("ex02_retrace:train_loop", case["params"], case["batches"], BUCKETS, case["lrs"])
+            _RUNS[key] = (case, out, None)
+        except SubmissionError as exc:
+            _RUNS[key] = (case, None, exc)
+    case, out, error = _RUNS[key]
+    if error is not None:
+        raise error
+    return case, out
+
+
+# --- shared judging helpers ----------------------------------------------------------------
+def check_padded(batch, got, buckets, what):
+    """``got`` = (tokens_p, targets_p, mask) for ``batch``; raises CheckFailed (no inputs revealed)."""
+    tokens, targets = batch["tokens"], batch["targets"]
+    rows, length = tokens.shape
+    width = bucket_of(length, buckets)
+    names = ("tokens_p", "targets_p", "mask")
+    for name, arr in zip(names, got):
+        if not isinstance(arr, np.ndarray) or arr.ndim != 2:
+            raise CheckFailed(f"{what}: {name} should be a 2-D array", measured=describe(arr),
+                              expected="an array of shape [B, bucket length]",
+                              hint="return NumPy (or JAX) arrays: (tokens_p, targets_p, mask)")
+        if arr.shape[0] != rows:
+            raise CheckFailed(f"{what}: {name} has a different batch size than the batch",
+                              measured=f"{arr.shape[0]} rows", expected="as many rows as the input",
+                              hint="pad only the sequence axis (axis 1), never the batch axis")
+        if arr.shape[1] != width:
+            smaller = arr.shape[1] > width
+            raise CheckFailed(
+                f"{what}: {name} was padded to the wrong length",
+                measured=f"padded width {arr.shape[1]}" + (
+                    "; a smaller bucket also fits the batch" if smaller and arr.shape[1] in buckets else
+                    "; that is not one of the bucket lengths" if arr.shape[1] not in buckets else
+                    "; that bucket is shorter than the batch"),
+                expected="the SMALLEST bucket length >= the batch's sequence length",
+                hint="widths that are not bucket lengths give a new shape (and a new compile) per batch; "
+                     "padding everything to the largest bucket wastes work on short batches")
+    tok_p, tgt_p, mask = got
+    if tok_p.dtype.kind not in "iu":
+        raise CheckFailed(f"{what}: tokens_p should hold integer ids", measured=str(tok_p.dtype), expected="int32",
+                          hint="np.pad keeps the dtype; build padding arrays with dtype=np.int32")
+    if tgt_p.dtype.kind != "f":
+        raise CheckFailed(f"{what}: targets_p should be floating point", measured=str(tgt_p.dtype),
+                          expected="float32", hint="keep the targets float32")
+    if not np.array_equal(tok_p[:, :length], tokens) or not np.array_equal(tgt_p[:, :length], targets):
+        raise CheckFailed(f"{what}: the real tokens/targets are not where they were",
+                          measured="the first L columns differ from the input batch",
+                          expected="the input in columns 0..L-1, padding after it",
+                          hint="pad on the right of the sequence axis: np.pad(x, ((0, 0), (0, Lb - L)))")
+    if np.any(tok_p[:, length:] != 0) or np.any(tgt_p[:, length:] != 0):
+        raise CheckFailed(f"{what}: padded positions should hold PAD_ID = 0 and PAD_TARGET = 0.0",
+                          measured="other values found after the real tokens", expected="zeros",
+                          hint="np.pad(..., constant_values=PAD_ID) for the tokens, PAD_TARGET for the targets")
+    expected_mask = np.zeros((rows, width), np.float64)
+    expected_mask[:, :length] = 1.0
+    if mask.dtype.kind not in "biuf" or not np.array_equal(np.asarray(mask, np.float64), expected_mask):
+        raise CheckFailed(f"{what}: the mask does not mark exactly the real tokens",
+                          measured=f"mask of dtype {mask.dtype} with {int(np.sum(np.asarray(mask, np.float64) != expected_mask))} "
+                                   f"wrong entries" if mask.dtype.kind in "biuf" else f"mask of dtype {mask.dtype}",
+                          expected="1 on the original L columns, 0 on the padding",
+                          hint="mask = np.zeros((B, Lb), np.float32); mask[:, :L] = 1")
+
+
+def as_params(p, what):
+    if not isinstance(p, dict) or sorted(p) != ["b", "embed", "w"]:
+        raise CheckFailed(f"{what}: the new parameters should be a dict with keys 'embed', 'w', 'b'",
+                          measured=describe(p), expected="dict with keys ['b', 'embed', 'w']",
+                          hint="return jax.tree.map(lambda p, g: p - lr * g, params, grads) as new_params")
+    return p
+
+
+def as_loss(x, what):
+    arr = np.asarray(x) if isinstance(x, (np.ndarray, float, int)) and not isinstance(x, bool) else None
+    if arr is None or arr.size != 1:
+        raise CheckFailed(f"{what}: the loss should be one number", measured=describe(x), expected="f32[]",
+                          hint="return the scalar loss from jax.value_and_grad")
+    return float(arr.reshape(()))
+
+
+def params_before(case, out, t):
+    return case["params"] if t == 0 else out["params"][t - 1]
+
+
+_WHERE = re.compile(r"\*\s*at (?:input path )?(?P<where>.+?), now (?P<rest>.*)")
+
+
+def learner_misses(record, names):
+    """Cache-miss messages about functions defined in the learner's file."""
+    keep = []
+    for msg in record.get("cache_misses", []):
+        m = re.search(r"for (?P<name>\S+) defined at", msg)
+        if m is None or m.group("name") in names:
+            keep.append(msg)
+    return keep
+
+
+def changed_arguments(messages):
+    """'lr (static value)', 'tokens (shape or dtype)', ... as JAX's explanations name them."""
+    found = []
+    for msg in messages:
+        for m in _WHERE.finditer(msg):
+            where, rest = m.group("where"), m.group("rest")
+            kw = re.fullmatch(r"\[1\]\['(?P<k>[^']+)'\]", where)
+            pos = re.fullmatch(r"\[0\]\[(?P<i>\d+)\]", where)
+            arg = kw.group("k") if kw else f"positional argument {pos.group('i')}" if pos else where
+            kind = ("static value: every new value compiles again" if "Static(" in rest else
+                    "Python scalar vs array (weak type)" if "weak_type" in rest else
+                    "pytree structure" if "children" in rest or "pytree" in rest else "shape or dtype")
+            item = f"{arg} ({kind})"
+            if item not in found:
+                found.append(item)
+    return found
+
+
+def compile_report(record, names, n_steps, n_buckets):
+    count, events, _ = attributed(record, names)
+    lines = [f"{count} compilation(s) of functions defined in your file over {n_steps} training steps "
+             f"whose batches fall into {n_buckets} buckets"]
+    for i, e in enumerate(events[:5], 1):
+        sig = short_signature(e["signature"]) if e["signature"] else "?"
+        lines.append(f"compile {i}: jit({e['name']}) with ({sig})")
+    if len(events) > 5:
+        lines.append(f"... and {len(events) - 5} more")
+    misses = learner_misses(record, names)
+    reasons = cache_miss_reasons({"cache_misses": misses}, limit=2)
+    if reasons:
+        lines.append("JAX says (jax_explain_cache_misses): " + " | ".join(reasons))
+    changed = changed_arguments(misses)
+    if changed:
+        lines.append("arguments JAX names as changing between calls: " + "; ".join(changed))
+    return "\n".join(lines)
+
+
+# --- the checks ----------------------------------------------------------------------------
+def test_padding_and_mask(submission, seed, rng):
+    case, out = training_run(submission, seed)
+    for t, (batch, got) in enumerate(zip(case["batches"], out["padded"])):
+        check_padded(batch, tuple(got), BUCKETS, f"pad_to_bucket(tokens, targets, {BUCKETS})")
+    # The bucket list is an argument: another one, drawn now.
+    buckets = tuple(int(b) for b in np.sort(rng.choice(np.arange(2, 41), size=3, replace=False)))
+    batches = [{"tokens": rng.integers(0, 9, size=(2, n)).astype(np.int32),
+                "targets": rng.normal(size=(2, n)).astype(np.float32)}
+               for n in rng.integers(1, buckets[-1] + 1, size=5)]
+    for batch, got in zip(batches, submission.probe("ex02_retrace:pad_batches", batches, buckets)):
+        check_padded(batch, tuple(got), buckets, "pad_to_bucket with another bucket list")
+
+
+def test_loss_matches_unpadded(submission, seed):
+    case, out = training_run(submission, seed)
+    bad = []
+    for t, batch in enumerate(case["batches"]):
+        params = as_params(params_before(case, out, t), "train_step")
+        ref, _ = reference_step(params, batch["tokens"], batch["targets"], case["lrs"][t])
+        got = as_loss(out["losses"][t], "train_step")
+        if not np.isfinite(got) or not np.isclose(got, ref, rtol=1e-4, atol=1e-5):
+            bad.append((t, got, ref))
+    if not bad:
+        return
+    t, got, ref = bad[0]
+    hint = "loss = sum(mask * (predict(params, tokens) - targets) ** 2) / sum(mask), before the update"
+    try:  # recognise the two classic mistakes from the learner's own padded batch
+        tok_p, tgt_p, mask = (np.asarray(a) for a in out["padded"][t])
+        params = params_before(case, out, t)
+        embed, w, b = (np.asarray(params[k], np.float64) for k in ("embed", "w", "b"))
+        padded_err = (np.tanh(embed[np.clip(tok_p.astype(np.int64), 0, embed.shape[0] - 1)]) @ w + b - tgt_p) ** 2
+        real = float(np.sum(np.asarray(mask, np.float64)))
+        if np.isclose(got, padded_err.mean(), rtol=1e-4, atol=1e-5):
+            hint = ("your loss averages over the padded positions too: multiply the squared errors by the mask "
+                    "before summing, so padding adds nothing")
+        elif np.isclose(got, ref * real / mask.size, rtol=1e-4, atol=1e-5):
+            hint = ("the padded positions are masked out, but you divide by the padded size B * Lb; divide by "
+                    "the number of real tokens, mask.sum()")
+    except Exception:  # noqa: BLE001 - a diagnosis only; the verdict stands without it
+        pass
+    raise CheckFailed(
+        "the loss train_step returns is not the loss of the unpadded batch",
+        measured=f"{len(bad)} of {len(case['batches'])} steps off; at the first, your loss is "
+                 f"{got / ref if ref else float('nan'):.4g} x the unpadded loss",
+        expected="mean squared error over the real tokens only (rtol 1e-4), as mean_token_loss gives it on the "
+                 "unpadded batch",
+        hint=hint,
+    )
+
+
+def test_update_matches_unpadded(submission, seed):
+    case, out = training_run(submission, seed)
+    bad_steps, bad_leaves = 0, set()
+    for t, batch in enumerate(case["batches"]):
+        before = as_params(params_before(case, out, t), "train_step")
+        _, ref = reference_step(before, batch["tokens"], batch["targets"], case["lrs"][t])
+        after = as_params(out["params"][t], "train_step")
+        off = []
+        for k in ("embed", "w", "b"):
+            got = np.asarray(after[k])
+            if got.shape != np.shape(ref[k]) or not np.all(np.isfinite(got)) or \
+                    not np.allclose(got, ref[k], rtol=1e-4, atol=1e-5):
+                off.append(k)
+        if off:
+            bad_steps += 1
+            bad_leaves.update(off)
+    if bad_steps:
+        raise CheckFailed(
+            "the parameters after train_step differ from one SGD step on the unpadded batch",
+            measured=f"{bad_steps} of {len(case['batches'])} steps off; parameters that differ: "
+                     f"{', '.join(sorted(bad_leaves))}",
+            expected="new_params = params - lr * grad of the unpadded mean loss (rtol 1e-4), same shapes",
+            hint="take jax.value_and_grad of the MASKED loss (padding must get zero gradient, and the "
+                 "normaliser must be the number of real tokens), then p - lr * g for every leaf",
+        )
+
+
+def test_compiles_at_most_buckets(submission, seed, learner_names):
+    case, out = training_run(submission, seed)
+    record = out["compiles"]
+    n_buckets = len({bucket_of(n, BUCKETS) for n in case["lengths"]})
+    count, _, _ = attributed(record, learner_names)
+    if count < 1:
+        raise CheckFailed(
+            "no compilation of train_step was seen during the training run",
+            measured=compile_report(record, learner_names, len(case["batches"]), n_buckets),
+            expected="between 1 and one compilation per bucket length",
+            hint="decorate train_step with @jax.jit (keep its name) and do the whole step inside it",
+        )
+    if count > n_buckets:
+        raise CheckFailed(
+            f"the training run compiled {count} times; at most {n_buckets} (one per bucket length) is allowed",
+            measured=compile_report(record, learner_names, len(case["batches"]), n_buckets),
+            expected=f"at most {n_buckets} compilations: every batch reaches train_step with a bucket's shape",
+            hint="read JAX's reason above. `lr` as a static argument: every new value compiles again, so pass "
+                 "it as an ordinary (traced) argument. Changing tokens/targets/mask shapes: pad to the bucket "
+                 "lengths, never to the batch's own length",
+        )

@@ -1,0 +1,10 @@
+"""Strict, deterministic JAX for the grader's own tests: 8 CPU devices, fixed before init."""
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+
+jax.config.update("jax_num_cpu_devices", 8)
+jax.config.update("jax_numpy_rank_promotion", "raise")

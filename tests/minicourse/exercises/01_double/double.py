@@ -1,0 +1,6 @@
+import jax
+
+
+@jax.jit
+def double(x):
+    raise NotImplementedError("TODO")

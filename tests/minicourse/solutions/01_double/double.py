@@ -1,0 +1,6 @@
+import jax
+
+
+@jax.jit
+def double(x):
+    return 2 * x

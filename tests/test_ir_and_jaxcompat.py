@@ -1,0 +1,111 @@
+"""jaxpr/HLO helpers and every version-sensitive pattern, checked against the live JAX."""
+
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from grader import ir, jaxcompat
+
+
+def test_installed_jax_is_a_tested_version():
+    assert jax.__version__ in jaxcompat.TESTED_JAX
+
+
+def test_log_patterns_match_the_live_compile_log():
+    records = []
+
+    class H(logging.Handler):
+        def emit(self, r):
+            records.append(r.getMessage())
+
+    h = H()
+    loggers = [logging.getLogger(n) for n in jaxcompat.COMPILE_LOGGERS]
+    for lg in loggers:
+        lg.addHandler(h)
+    try:
+        with jax.log_compiles(True):
+            jax.jit(lambda x: x + 1)(jnp.zeros((2, 3)))
+    finally:
+        for lg in loggers:
+            lg.removeHandler(h)
+    finished = [m for r in records if (m := jaxcompat.COMPILE_FINISHED.search(r))]
+    started = [m for r in records if (m := jaxcompat.COMPILE_STARTED.search(r))]
+    traced = [m for r in records if (m := jaxcompat.TRACE_FINISHED.search(r))]
+    assert "<lambda>" in [m.group("name") for m in finished]
+    assert any("float32[2,3]" in m.group("sig") for m in started)
+    assert "<lambda>" in [m.group("name") for m in traced]
+
+
+def test_monitoring_event_name_and_fun_name():
+    seen = []
+
+    def listener(event, duration, **kw):
+        seen.append((event, kw.get("fun_name")))
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        def monitored_fn(x):
+            return x * 3
+        jax.jit(monitored_fn)(jnp.zeros(3))
+    finally:
+        jaxcompat.unregister_duration_listener(listener)
+    names = [jaxcompat.backend_compile_name(f) for e, f in seen if e == jaxcompat.BACKEND_COMPILE_EVENT]
+    assert "monitored_fn" in names
+
+
+def test_primitive_counts_descend_into_every_sub_jaxpr():
+    @jax.jit
+    def inner(x):
+        return jnp.sin(x)
+
+    def f(x):
+        y = inner(x)
+        y = jax.nn.relu(y)  # custom_jvp_call
+        y, _ = lax.scan(lambda c, _: (c * 2.0, None), y, None, length=3)
+        return lax.cond(y.sum() > 0, lambda v: v + 1.0, lambda v: v - 1.0, y)
+
+    counts = ir.primitive_counts(jax.make_jaxpr(f)(jnp.ones(3)))
+    assert counts[jaxcompat.NESTED_CALL_PRIMITIVES[0]] >= 1
+    assert counts["sin"] == 1 and counts["scan"] == 1 and counts["cond"] == 1
+    assert counts["custom_jvp_call"] == 1
+    assert counts["add"] >= 1 and counts["sub"] >= 1  # both cond branches are walked
+    summary = ir.jaxpr_summary(jax.make_jaxpr(f)(jnp.ones(3)))
+    assert summary["total_eqns"] == sum(counts.values())
+    assert summary["out_avals"] == ["float32[3]"]
+
+
+def test_where_is_a_nested_call_holding_select_n():
+    closed = jax.make_jaxpr(lambda c, a, b: jnp.where(c, a, b))(jnp.array([True]), jnp.ones(1), jnp.zeros(1))
+    assert closed.jaxpr.eqns[0].primitive.name in jaxcompat.NESTED_CALL_PRIMITIVES
+    assert ir.primitive_counts(closed).get("select_n") == 1
+
+
+def megatron_hlo(w2_spec):
+    mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("data", "model"))
+    x = jax.device_put(jnp.ones((8, 16)), NamedSharding(mesh, P("data", None)))
+    w1 = jax.device_put(jnp.ones((16, 32)), NamedSharding(mesh, P(None, "model")))
+    w2 = jax.device_put(jnp.ones((32, 16)), NamedSharding(mesh, w2_spec))
+    compiled = jax.jit(lambda x, a, b: jax.nn.relu(x @ a) @ b).lower(x, w1, w2).compile()
+    return compiled.as_text()
+
+
+def test_collective_counts_read_the_entry_of_optimized_hlo():
+    text = megatron_hlo(P("model", None))
+    counts = ir.collective_counts(text)
+    assert counts["all-reduce"] == 1
+    assert counts["all-gather"] == 0 and counts["all-to-all"] == 0
+    assert ir.entry_computation(text).startswith("ENTRY")
+    gathered = ir.collective_counts(megatron_hlo(P(None, "model")))
+    assert gathered["all-gather"] >= 1
+
+
+def test_entry_computation_requires_an_entry():
+    try:
+        ir.entry_computation("HloModule m\n")
+    except ValueError:
+        return
+    raise AssertionError("expected ValueError")

@@ -1,0 +1,186 @@
+"""The runner and the CLI, run for real against a miniature course (tests/minicourse)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from grader import cli, runner
+from grader.manifest import ManifestError, load, parse
+
+MINI = Path(__file__).parent / "minicourse"
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def course(tmp_path):
+    """A writable copy of the mini course."""
+    dst = tmp_path / "course"
+    shutil.copytree(MINI, dst)
+    return dst
+
+
+def grade_file(course, source=None, seed=None, hidden=True):
+    manifest = load(course / "exercises" / "manifest.toml")
+    overrides = None
+    if source is not None:
+        path = course / "sub" / "double.py"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(source)
+        overrides = {1: path}
+    run = runner.grade(manifest, [1], course_root=course, module_overrides=overrides, seed=seed,
+                       hidden_root=course / "solutions" if hidden else None)
+    return run.exercises[0]
+
+
+SOLUTION = (MINI / "solutions" / "01_double" / "double.py").read_text()
+
+
+def test_solution_full_marks_and_stub_zero(course):
+    good = grade_file(course, SOLUTION)
+    assert (good.score, good.max_score) == (4, 4) and good.all_passed
+    stub = grade_file(course)
+    assert stub.score == 0
+    assert all("not implemented" in c.message for c in stub.checks)
+
+
+def test_same_submission_same_result(course):
+    a = grade_file(course, SOLUTION + "\n# v1\n")
+    b = grade_file(course, SOLUTION + "\n# v1\n")
+    assert a.seed == b.seed
+    assert [(c.status, c.score, c.message) for c in a.checks] == [(c.status, c.score, c.message) for c in b.checks]
+    assert a.seed != grade_file(course, SOLUTION + "\n# v2\n").seed  # an edit draws new inputs
+
+
+def test_requires_gates_structural_points(course):
+    wrong = "import jax\n\n@jax.jit\ndef double(x):\n    return 3 * x\n"
+    ex = grade_file(course, wrong, seed=5)
+    by = {c.name: c for c in ex.checks}
+    assert not by["doubles"].passed
+    assert by["compiles_once"].score == 0 and "only scores once `doubles` passes" in by["compiles_once"].message
+
+
+def test_hidden_raw_assertions_are_masked(course):
+    # Compiles once by the log, but the test's raw `assert` on by_name fails: its text must not leak.
+    hidden = course / "solutions" / "01_double" / "test_hidden.py"
+    hidden.write_text(hidden.read_text().replace('.get("double") == 1', '.get("double") == 99'))
+    ex = grade_file(course, SOLUTION)
+    msg = {c.name: c for c in ex.checks}["compiles_once"].message
+    assert "raw assertion text" not in msg and "it verifies: compiles once" in msg
+
+
+def test_public_only_run_says_so(course):
+    ex = grade_file(course, SOLUTION, hidden=False)
+    assert not ex.hidden_run
+    assert [c.status for c in ex.checks] == ["passed", "not_run", "not_run"]
+    assert ex.max_score == 0
+
+
+def test_checks_come_from_the_course_not_the_submission(course):
+    # A submission folder with its own (always-passing) test files and conftest changes nothing.
+    sub = course / "sub"
+    sub.mkdir()
+    (sub / "test_public.py").write_text("def test_doubles_public():\n    pass\n")
+    (sub / "conftest.py").write_text("raise SystemExit(0)\n")
+    ex = grade_file(course, "def double(x):\n    raise NotImplementedError\n")
+    assert ex.score == 0 and not any(c.passed for c in ex.checks)
+
+
+def test_manifest_validation_messages():
+    base = {"format_version": 1, "exercise": [{
+        "number": 1, "slug": "s", "dir": "d", "title": "t", "files": ["f.py"], "timeout_s": 5, "memory_mb": 100,
+        "hints": ["a", "b"], "checks": [{"name": "c", "visibility": "public", "points": 1, "summary": "s"}]}]}
+    with pytest.raises(ManifestError, match="public checks carry 0 points"):
+        parse(base, Path("m.toml"))
+    base["exercise"][0]["checks"][0].update(points=0, requires=["nope"])
+    with pytest.raises(ManifestError, match="requires unknown"):
+        parse(base, Path("m.toml"))
+    with pytest.raises(ManifestError, match="format_version"):
+        parse({"format_version": 99}, Path("m.toml"))
+
+
+def test_real_manifest_is_consistent():
+    manifest = load(REPO / "exercises" / "manifest.toml")
+    assert [e.number for e in manifest.exercises] == list(range(1, len(manifest.exercises) + 1))
+    for ex in manifest.exercises:
+        for f in ex.files:
+            assert (REPO / "exercises" / ex.dir / f).is_file()
+            assert (REPO / "solutions" / ex.dir / f).is_file()
+        assert (REPO / "exercises" / ex.dir / "test_public.py").is_file()
+        assert (REPO / "solutions" / ex.dir / "test_hidden.py").is_file()
+        assert any(c.visibility == "hidden" and c.points > 0 for c in ex.checks)
+
+
+# --- CLI ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def cli_course(course, monkeypatch):
+    monkeypatch.setenv("GRADER_COURSE", str(course))
+    return course
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli.main, list(args), catch_exceptions=False)
+
+
+def test_cli_list_json(cli_course):
+    result = invoke("list", "--json")
+    assert result.exit_code == 0
+    data = json.loads(result.output)
+    assert data["exercises"][0] == {"number": 1, "slug": "double", "title": "Double it",
+                                    "files": ["exercises/01_double/double.py"], "max_score": 4}
+
+
+def test_cli_unknown_exercise_is_a_usage_error(cli_course):
+    result = invoke("exercise", "7")
+    assert result.exit_code == 2 and "there is no exercise 7" in result.output
+
+
+def test_cli_exercise_json_and_exit_codes(cli_course):
+    result = invoke("exercise", "1", "--json", "--seed", "3")
+    assert result.exit_code == 1
+    data = json.loads(result.output)
+    ex = data["exercises"][0]
+    assert data["format_version"] == 1 and data["seed"] == 3 and ex["seed"] == 3
+    assert {"number", "title", "files", "score", "max_score", "checks"} <= set(ex)
+    assert {"name", "passed", "score", "max_score"} <= set(ex["checks"][0])
+    shutil.copy(cli_course / "solutions" / "01_double" / "double.py", cli_course / "exercises" / "01_double")
+    assert invoke("exercise", "1").exit_code == 0
+
+
+def test_cli_grades_another_submission(cli_course, tmp_path):
+    fork = tmp_path / "fork"
+    (fork / "exercises" / "01_double").mkdir(parents=True)
+    shutil.copy(cli_course / "solutions" / "01_double" / "double.py", fork / "exercises" / "01_double")
+    result = invoke("all", "--submission", str(fork), "--json")
+    assert result.exit_code == 0 and json.loads(result.output)["score"] == 4
+
+
+def test_cli_terminal_report_names_checks_and_seed(cli_course):
+    result = invoke("exercise", "1", "--seed", "11")
+    assert "doubles_public" in result.output and "--seed 11" in result.output
+    assert "not implemented" in result.output
+
+
+def test_cli_public_only_says_public_checks(cli_course):
+    shutil.copy(cli_course / "solutions" / "01_double" / "double.py", cli_course / "exercises" / "01_double")
+    result = invoke("exercise", "1", "--public-only")
+    assert result.exit_code == 0 and "public checks passed" in result.output
+
+
+def test_cli_hints_progress_and_reset(cli_course):
+    first = invoke("hint", "1").output
+    assert "Hint 1/2" in first and "Hint 2/2" not in first
+    second = invoke("hint", "1").output
+    assert "Hint 2/2" in second and "last hint" in second
+    invoke("hint", "1", "--reset")
+    assert "Hint 2/2" not in invoke("hint", "1").output
+    assert "Hint 2/2" in invoke("hint", "1", "--all").output
+
+
+def test_cli_broken_manifest_is_exit_3(cli_course):
+    (cli_course / "exercises" / "manifest.toml").write_text("format_version = 1\n[[exercise]]\nnumber = 'x'\n")
+    result = CliRunner().invoke(cli.main, ["list"])
+    assert result.exit_code == 3 and "manifest is broken" in result.output

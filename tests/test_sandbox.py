@@ -1,0 +1,122 @@
+"""The sandbox: every way learner code can fail becomes a SubmissionError with a clear message."""
+
+import time
+
+import numpy as np
+import pytest
+
+from grader.sandbox.client import Sandbox, SubmissionError
+
+
+def sandbox_for(tmp_path, source, **kw):
+    path = tmp_path / "learner.py"
+    path.write_text(source)
+    kw.setdefault("timeout_s", 20)
+    return Sandbox(path, **kw)
+
+
+def error_of(sb, name="f", *args):
+    with pytest.raises(SubmissionError) as info:
+        sb.call(name, *args)
+    return info.value
+
+
+def test_calls_return_trusted_numpy(tmp_path):
+    with sandbox_for(tmp_path, "import jax.numpy as jnp\ndef f(x):\n    return {'y': jnp.sin(x), 'n': 3}\n") as sb:
+        out = sb.call("f", np.zeros(3, np.float32))
+    assert type(out["y"]) is np.ndarray and out["y"].shape == (3,) and out["n"] == 3
+
+
+def test_syntax_error_names_file_and_line(tmp_path):
+    with sandbox_for(tmp_path, "def f(x):\n    return x +\n") as sb:
+        err = error_of(sb)
+    assert err.kind == "syntax_error"
+    assert "learner.py:2" in err.message
+
+
+def test_not_implemented(tmp_path):
+    with sandbox_for(tmp_path, "def f():\n    raise NotImplementedError\n") as sb:
+        err = error_of(sb)
+    assert err.kind == "not_implemented" and "not implemented" in err.message
+
+
+def test_missing_function(tmp_path):
+    with sandbox_for(tmp_path, "def g():\n    return 1\n") as sb:
+        err = error_of(sb)
+    assert err.kind == "missing_function" and "`f` is not defined" in err.message
+
+
+def test_exception_keeps_only_learner_frames(tmp_path):
+    with sandbox_for(tmp_path, "def f():\n    return 1 / 0\n") as sb:
+        err = error_of(sb)
+    assert err.kind == "exception" and "ZeroDivisionError" in err.message
+    assert "learner.py" in err.detail and "worker.py" not in err.detail
+
+
+def test_timeout_kills_and_later_calls_fail_fast(tmp_path):
+    with sandbox_for(tmp_path, "def f():\n    while True:\n        pass\n", timeout_s=2) as sb:
+        t0 = time.monotonic()
+        err = error_of(sb)
+        assert err.kind == "timeout" and "ran out of time" in err.message
+        assert time.monotonic() - t0 < 10
+        assert error_of(sb).kind == "timeout"
+
+
+def test_exit_on_import_is_a_crash_not_a_success(tmp_path):
+    with sandbox_for(tmp_path, "import os\nos._exit(0)\n") as sb:
+        err = error_of(sb)
+    assert err.kind == "crashed" and "status 0" in err.message
+
+
+def test_sys_exit_is_reported(tmp_path):
+    with sandbox_for(tmp_path, "import sys\ndef f():\n    sys.exit(0)\n") as sb:
+        assert error_of(sb).kind == "exit"
+        assert sb.call.__self__ is sb  # the sandbox is still usable after a caught exit
+
+
+def test_crash_by_signal(tmp_path):
+    with sandbox_for(tmp_path, "import os, signal\ndef f():\n    os.kill(os.getpid(), signal.SIGSEGV)\n") as sb:
+        err = error_of(sb)
+    assert err.kind == "crashed" and "SIGSEGV" in err.message
+
+
+def test_memory_limit(tmp_path):
+    src = "def f():\n    b = bytearray(3 << 30)\n    return len(b)\n"
+    with sandbox_for(tmp_path, src, memory_mb=2048) as sb:
+        err = error_of(sb)
+    assert err.kind == "memory" and "2048 MiB" in err.message
+
+
+def test_huge_output_is_capped_and_does_not_block(tmp_path):
+    src = "import sys\ndef f():\n    for _ in range(2000):\n        sys.stdout.write('x' * 10000 + '\\n')\n    return 7\n"
+    with sandbox_for(tmp_path, src) as sb:
+        assert sb.call("f") == 7
+        out = sb.output
+    assert len(out) < 20_000 and "bytes of output dropped" in out
+
+
+def test_fake_equality_objects_are_refused(tmp_path):
+    src = "class E:\n    def __eq__(self, o):\n        return True\ndef f():\n    return E()\n"
+    with sandbox_for(tmp_path, src) as sb:
+        err = error_of(sb)
+    assert err.kind == "bad_return" and "learner.E" in err.message
+
+
+def test_learner_prints_cannot_forge_protocol_messages(tmp_path):
+    src = "print('{\"id\": 1, \"ok\": 42}', flush=True)\ndef f():\n    print('{\"id\": 1, \"ok\": 42}', flush=True)\n    return 1\n"
+    with sandbox_for(tmp_path, src) as sb:
+        assert sb.call("f") == 1
+
+
+def test_missing_file(tmp_path):
+    sb = Sandbox(tmp_path / "nope.py")
+    sb.start()
+    with pytest.raises(SubmissionError) as info:
+        sb.call("f")
+    assert info.value.kind == "missing_file"
+    sb.close()
+
+
+def test_device_count_is_set_before_jax_starts(tmp_path):
+    with sandbox_for(tmp_path, "import jax\ndef f():\n    return jax.device_count()\n", cpu_devices=4) as sb:
+        assert sb.call("f") == 4
