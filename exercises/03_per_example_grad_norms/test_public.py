@@ -3,11 +3,9 @@
 The hidden checks test the same properties on other shapes, batch sizes and models.
 """
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from grader.feedback import CheckFailed, expect_array, expect_close
+from grader.feedback import expect_array, expect_close
 from grader.testing import expect_compiles
 
 
@@ -18,17 +16,22 @@ def make_params(rng, sizes):
     return {"layers": layers, "out": out}
 
 
-def loss(params, x, y):  # the model of the stub, written out here so the check does not trust the learner's copy
-    h = x
-    for layer in params["layers"]:
-        h = jnp.tanh(h @ layer["w"] + layer["b"])
-    return 0.5 * jnp.sum((h @ params["out"]["w"] + params["out"]["b"] - y) ** 2)
-
-
 def one_at_a_time(params, xs, ys):
-    g = jax.grad(loss)
-    return np.array([np.sqrt(sum(float(jnp.sum(leaf ** 2)) for leaf in jax.tree.leaves(g(params, x, y))))
-                     for x, y in zip(xs, ys)], dtype=np.float32)
+    """Reference norms by hand-written backprop in float64 NumPy, one example at a time."""
+    norms = []
+    for x, y in zip(xs.astype(np.float64), ys.astype(np.float64)):
+        hs = [x]
+        for layer in params["layers"]:
+            hs.append(np.tanh(hs[-1] @ layer["w"] + layer["b"]))
+        d = hs[-1] @ params["out"]["w"] + params["out"]["b"] - y
+        total = np.sum(np.outer(hs[-1], d) ** 2) + np.sum(d ** 2)
+        dh = params["out"]["w"] @ d
+        for layer, h_in, h_out in zip(reversed(params["layers"]), reversed(hs[:-1]), reversed(hs[1:])):
+            dz = dh * (1 - h_out ** 2)
+            total += np.sum(np.outer(h_in, dz) ** 2) + np.sum(dz ** 2)
+            dh = layer["w"] @ dz
+        norms.append(np.sqrt(total))
+    return np.asarray(norms, np.float32)
 
 
 def test_matches_reference_small(submission, rng):

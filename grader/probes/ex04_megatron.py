@@ -43,7 +43,6 @@ _run = _stages.Compiled.__call__
 _asarray = np.asarray
 
 AXES = ("data", "model")
-NAMES = ("x", "w1", "w2")
 
 
 def _type_name(value) -> str:

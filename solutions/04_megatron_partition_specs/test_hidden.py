@@ -27,7 +27,7 @@ LAYOUT = {"x": ("data", None), "w1": (None, "model"), "w2": ("model", None), "ou
 def draw_problem(rng):
     b = int(rng.choice([24, 32, 40, 48]))
     d = int(rng.choice([8, 16, 24]))
-    h = int(rng.choice([16, 24, 40, 48, 64]))
+    h = int(rng.choice([32, 40, 48, 64]))  # wider than o, as in a real MLP (see README)
     o = int(rng.choice([8, 16, 24]))
     x = rng.normal(size=(b, d)).astype(np.float32)
     w1 = (rng.normal(size=(d, h)) / np.sqrt(d)).astype(np.float32)
@@ -234,7 +234,8 @@ def check_weights(mesh_shape, arrays, result):
     got = result["argument_bytes"] - x_bytes
     if got != want:
         raise CheckFailed(
-            f"{where(mesh_shape)}: each device receives more weight bytes than the Megatron split needs",
+            f"{where(mesh_shape)}: each device receives {'more' if got > want else 'fewer'} weight bytes than "
+            f"the Megatron split gives it",
             measured=f"weights take {got / want:.2f}x the bytes of their Megatron shards "
                      f"(from compiled.memory_analysis().argument_size_in_bytes)",
             expected="each device holds 1/{m} of w1 and 1/{m} of w2".format(m=m),
