@@ -23,7 +23,9 @@ from grader.feedback import CheckFailed, describe, expect_array, expect_close
 from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
 
 TOL = 1e-3
-MAX_STEPS = 100  # well above what the drawn inputs need (they are redrawn otherwise)
+MAX_STEPS = 24  # above what the drawn inputs need (at most 18 steps; they are redrawn otherwise).
+# Kept small on purpose: a Python-unrolled submission must still grade in seconds.
+GRAD_SIZE = 4  # the public checks' size: the (costly) gradient compile is shared with them
 
 
 @jax.jit
@@ -54,22 +56,22 @@ forward_derivatives = jax.jit(jax.jacfwd(lambda t, x: trusted_while(t, x, MAX_ST
 
 
 def size_of(seed) -> int:
-    """One vector size per grading run (3..8), so every check reuses the same compiles."""
+    """The vector size of matches_while_version for this run (3..8): one shape, one compile."""
     return 3 + int(seed) % 6
 
 
 def draw_input(rng, n):
-    theta = np.asarray(rng.choice([-1.0, 1.0]) * rng.uniform(0.2, 0.85), dtype=np.float32)
+    theta = np.asarray(rng.choice([-1.0, 1.0]) * rng.uniform(0.2, 0.75), dtype=np.float32)
     x = (rng.normal(size=n) * rng.uniform(0.3, 1.2)).astype(np.float32)
     return theta, x
 
 
 def draw_converging(rng, n, min_steps=3):
-    """An input whose while loop stops on its own, well before MAX_STEPS."""
+    """An input whose while loop stops on its own, well before MAX_STEPS (so later steps are masked)."""
     for _ in range(100):
         theta, x = draw_input(rng, n)
         steps = run_while(theta, x, MAX_STEPS)[1]
-        if min_steps <= steps <= MAX_STEPS // 2:
+        if min_steps <= steps <= MAX_STEPS * 3 // 4:
             return theta, x
     raise RuntimeError("could not draw a converging input")  # a grader bug, not the learner's
 
@@ -127,23 +129,31 @@ def test_matches_while_version(submission, rng, seed):
         if not z_ok:
             problems.append(f"{where}: z differs from while_version's")
     if problems:
-        overshoot = any("larger" in p or "keeps going" in p for p in problems)
+        if all(p.startswith("on the input where max_steps") for p in problems):
+            hint = ("the result is wrong only when max_steps is too small to converge: scan exactly max_steps "
+                    "steps (length=max_steps), not a length of your own")
+        elif any("larger" in p or "keeps going" in p for p in problems):
+            hint = ("freeze the state once done: z = jnp.where(done, z, z_new), and the counter likewise; "
+                    "the update that brings the change below TOL still counts, later ones do not")
+        elif all("z differs" in p for p in problems):
+            hint = ("n_steps is right but z is not: z must stop changing once done (z = jnp.where(done, z, "
+                    "z_new)); updating z on every scan step overshoots while_version's answer")
+        else:
+            hint = ("run exactly max_steps scan steps (length=max_steps, not a constant of your own), stop on "
+                    "max|z_new - z| < TOL as while_version does, and apply and count the update that first "
+                    "falls below TOL")
         raise CheckFailed(
             "scan_version does not give while_version's result on inputs drawn at grading time",
             measured="\n".join(problems),
             expected="the same z (within rtol=1e-5, atol=1e-6) and the same n_steps as while_version, "
                      "for inputs that converge and for a max_steps too small to converge",
-            hint=("freeze the state once done: z = jnp.where(done, z, z_new), and the counter likewise; "
-                  "the update that brings the change below TOL still counts")
-            if overshoot else
-            "run exactly max_steps scan steps (length=max_steps), stop on max|z_new - z| < TOL as "
-            "while_version does, and apply/count the update that first falls below TOL",
+            hint=hint,
         )
 
 
-def test_grad_works_and_matches_forward(submission, rng, seed):
+def test_grad_works_and_matches_forward(submission, rng):
     for _ in range(2):
-        theta, x = draw_converging(rng, size_of(seed), min_steps=5)
+        theta, x = draw_converging(rng, GRAD_SIZE, min_steps=5)
         weights = rng.normal(size=x.size).astype(np.float32)
         unpack(submission.call("scan_version", theta, x, MAX_STEPS), x.size)
         got = submission.probe("ex05_loops:grad_of_weighted_output", "scan_version", theta, x, weights, MAX_STEPS)
@@ -168,9 +178,9 @@ def test_grad_works_and_matches_forward(submission, rng, seed):
                      what="jax.grad of sum(w * z) with respect to x", hint=hint)
 
 
-def require_correct(submission, rng, seed, check: str):
+def require_correct(submission, rng, check: str):
     """Structural checks score only a scan_version that computes the right thing."""
-    theta, x = draw_converging(rng, size_of(seed))
+    theta, x = draw_converging(rng, GRAD_SIZE)
     steps_ok, z_ok, _, _ = agrees(submission, theta, x, MAX_STEPS)
     if not (steps_ok and z_ok):
         raise CheckFailed(
@@ -182,8 +192,8 @@ def require_correct(submission, rng, seed, check: str):
     return theta, x
 
 
-def test_uses_scan_not_while(submission, rng, seed):
-    theta, x = require_correct(submission, rng, seed, "uses_scan_not_while")
+def test_uses_scan_not_while(submission, rng):
+    theta, x = require_correct(submission, rng, "uses_scan_not_while")
     summary = submission.probe("generic:jaxpr_of", "scan_version", [theta, x, 20], {}, [2])
     prims = summary["primitives"]
     if prims.get(WHILE_PRIMITIVE, 0):
@@ -203,8 +213,8 @@ def test_uses_scan_not_while(submission, rng, seed):
         )
 
 
-def test_no_python_unrolling(submission, rng, seed):
-    theta, x = require_correct(submission, rng, seed, "no_python_unrolling")
+def test_no_python_unrolling(submission, rng):
+    theta, x = require_correct(submission, rng, "no_python_unrolling")
     sizes = {m: submission.probe("generic:jaxpr_of", "scan_version", [theta, x, m], {}, [2])["total_eqns"]
              for m in (10, 100)}
     if sizes[100] > sizes[10]:
