@@ -38,20 +38,53 @@ def attributed(record: dict, names: Iterable[str]) -> tuple[int, list[dict], dic
     return count, events, incidental
 
 
-def cache_miss_reasons(record: dict, limit: int = 3) -> list[str]:
+_MISS_FOR = re.compile(r"for (?P<name>\S+) defined at")
+_URL = re.compile(r"\s*https?://\S+")
+_WHERE = re.compile(r"\*\s*at (?:input path )?(?P<where>.+?), now (?P<rest>.*)")
+
+
+def learner_misses(record: dict, names: Iterable[str] | None = None) -> list[str]:
+    """Cache-miss messages about functions named in ``names`` (all of them when ``None``)."""
+    names = None if names is None else set(names)
+    keep = []
+    for msg in record.get("cache_misses", []):
+        m = _MISS_FOR.search(msg)
+        if names is None or m is None or m.group("name") in names:
+            keep.append(msg)
+    return keep
+
+
+def cache_miss_reasons(record: dict, limit: int = 3, names: Iterable[str] | None = None) -> list[str]:
     """JAX's own explanations (``jax_explain_cache_misses``) of why a call retraced."""
     reasons = []
-    for msg in record.get("cache_misses", []):
+    for msg in learner_misses(record, names):
         if "never seen function" in msg:
             continue
-        found = [m.group("reason") for m in _REASON.finditer(msg)]
+        found = [_URL.sub("", m.group("reason")) for m in _REASON.finditer(msg)]
         reasons.append("; ".join(found) if found else msg.strip().splitlines()[-1])
     return reasons[:limit]
 
 
+def changed_arguments(messages: Iterable[str]) -> list[str]:
+    """``lr (static value...)``, ``tokens (shape or dtype)``: the arguments JAX's explanations name."""
+    found = []
+    for msg in messages:
+        for m in _WHERE.finditer(msg):
+            where, rest = m.group("where"), m.group("rest")
+            kw = re.fullmatch(r"\[1\]\['(?P<k>[^']+)'\]", where)
+            pos = re.fullmatch(r"\[0\]\[(?P<i>\d+)\]", where)
+            arg = kw.group("k") if kw else f"positional argument {pos.group('i')}" if pos else where
+            kind = ("static value: every new value compiles again" if "Static(" in rest else
+                    "Python scalar vs array (weak type)" if "weak_type" in rest else
+                    "pytree structure" if "children" in rest or "pytree" in rest else "shape or dtype")
+            item = f"{arg} ({kind})"
+            if item not in found:
+                found.append(item)
+    return found
+
+
 def explain(record: dict, names: Iterable[str]) -> str:
     """A readable account of what compiled and why, for feedback."""
-    count, events, incidental = attributed(record, names)
     lines = []
     for i, e in enumerate(events, 1):
         sig = short_signature(e["signature"]) if e["signature"] else "?"
@@ -59,9 +92,12 @@ def explain(record: dict, names: Iterable[str]) -> str:
     if count > len(events):
         lines.append(f"{count - len(events)} compile(s) seen only through jax.monitoring "
                      f"(the compile log was switched off while they happened)")
-    reasons = cache_miss_reasons(record)
+    reasons = cache_miss_reasons(record, names=names)
     if reasons:
         lines.append("JAX says (jax_explain_cache_misses): " + " | ".join(reasons))
+    changed = changed_arguments(learner_misses(record, names))
+    if changed:
+        lines.append("arguments JAX names as changing between calls: " + "; ".join(changed))
     if incidental:
         lines.append("not counted (incidental): " + ", ".join(f"{k} x{v}" for k, v in sorted(incidental.items())))
     return "\n".join(lines)

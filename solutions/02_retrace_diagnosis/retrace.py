@@ -1,12 +1,9 @@
 """Reference solution for exercise 2: diagnosing retraces.
 
-Read README.md in this folder first.  `slow_train_step` below works, but it compiles
-again on almost every batch.  Find out why (run this file: `python retrace.py`), then
-write `pad_to_bucket` and `train_step` so that a whole training run compiles at most
-once per bucket length -- and still computes exactly the same loss and update as the
-slow step does on the unpadded batch.
-
-Keep every name and signature.  Check your work with:  grade exercise 2
+Two causes made `slow_train_step` compile on almost every batch: the sequence length
+(a new shape per batch) and `lr` declared static (a new cache key per learning rate).
+`pad_to_bucket` bounds the shapes to len(BUCKETS); `train_step` traces `lr` and masks
+the padding out of the loss, dividing by the number of real tokens.
 """
 
 from functools import partial
