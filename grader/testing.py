@@ -85,6 +85,8 @@ def changed_arguments(messages: Iterable[str]) -> list[str]:
 
 def explain(record: dict, names: Iterable[str]) -> str:
     """A readable account of what compiled and why, for feedback."""
+    names = set(names)
+    count, events, incidental = attributed(record, names)
     lines = []
     for i, e in enumerate(events, 1):
         sig = short_signature(e["signature"]) if e["signature"] else "?"

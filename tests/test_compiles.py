@@ -6,7 +6,6 @@ import logging
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 from grader.compiles import CompileRecorder, defined_function_names
 

@@ -1,21 +1,22 @@
-"""Probe for exercise 6 (reading a jaxpr): run the learner's ``count_primitives`` on
-functions the learner has never seen.
-
-The trusted test sends the SOURCE of one or more functions (built from the run's seed)
-plus abstract argument specs.  The probe executes that source in a fresh namespace
-that only holds ``jax``, ``jax.numpy as jnp`` and ``jax.lax as lax`` (bound when this
-module was imported, before the learner's module), traces the named function with
-``jax.make_jaxpr`` on ``jax.ShapeDtypeStruct`` arguments (no data, no compilation),
-hands the ``ClosedJaxpr`` to the learner's ``count_primitives`` and returns what it
-answered.  The trusted side traces the same source itself and decides.
+"""Probes for exercise 6 (reading a jaxpr).
 
 ``count_in_source(ctx, source, fn_name, arg_specs)``
-    ``arg_specs`` is a list of ``[shape, dtype]`` pairs.  Returns
-    ``{"type": <name of the returned type>, "counts": <the mapping as a plain dict, or
-    None when the result was not a mapping or had a key that is not a str>,
-    "key_types": <sorted names of the keys' types>}``.  A ``dict`` subclass such as
-    ``collections.Counter`` is copied into a plain ``dict`` first (its values still
-    have to be plain data to come back).
+    Runs the learner's ``count_primitives`` on a function the learner has never seen.
+    The trusted test sends the function's SOURCE (written from the run's seed) and
+    ``arg_specs``, a list of ``[shape, dtype]`` pairs.  The source is executed in a
+    fresh namespace holding only ``jax``, ``jnp`` and ``lax`` (bound when this module was
+    imported, before the learner's module), traced with ``jax.make_jaxpr`` on
+    ``jax.ShapeDtypeStruct`` arguments (no data, nothing compiles), and the ``ClosedJaxpr``
+    goes to ``count_primitives``.  Returns ``{"type": <name of the returned type>,
+    "counts": <the mapping as a plain dict; None when it is not a mapping or has a key
+    that is not a str>, "key_types": <sorted names of the keys' types>, "x64": <whether jax_enable_x64 is on here>}``.  A ``dict`` subclass (``Counter``) is copied
+    into a plain ``dict``; its values must still be plain data to come back.
+
+``answers(ctx)``
+    ``{"answers": <what the learner's answers() returned>}``.
+
+The grader's own walker (``grader.ir``) is out of reach: the sandbox refuses
+``import grader...`` from learner code (``grader.sandbox.context.seal_grader``).
 """
 
 from __future__ import annotations
@@ -42,11 +43,15 @@ def _trace(source: str, fn_name: str, arg_specs: list):
 def count_in_source(ctx, source: str, fn_name: str, arg_specs: list) -> dict:
     closed = _trace(source, fn_name, arg_specs)
     result = ctx.function("count_primitives")(closed)
-    kind = type(result).__name__
-    if not isinstance(result, Mapping):
-        return {"type": kind, "counts": None, "key_types": []}
-    items = list(result.items())
-    key_types = sorted({type(k).__name__ for k, _ in items})
-    if any(type(k) is not str for k, _ in items):
-        return {"type": kind, "counts": None, "key_types": key_types}
-    return {"type": kind, "counts": dict(items), "key_types": key_types}
+    out = {"type": type(result).__name__, "counts": None, "key_types": [],
+           "x64": bool(jax.config.read("jax_enable_x64"))}
+    if isinstance(result, Mapping):
+        items = list(result.items())
+        out["key_types"] = sorted({type(k).__name__ for k, _ in items})
+        if all(type(k) is str for k, _ in items):
+            out["counts"] = dict(items)
+    return out
+
+
+def answers(ctx) -> dict:
+    return {"answers": ctx.function("answers")()}

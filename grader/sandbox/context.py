@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from typing import Any, Callable
 
 import numpy as np
 
 _PROBE_NAME = re.compile(r"^[a-z_][a-z0-9_]*:[a-z_][a-z0-9_]*$")
+
+
+_PROBES: dict[str, object] = {}
 
 
 def preload_probes() -> None:
@@ -24,7 +28,31 @@ def preload_probes() -> None:
     import grader.probes
 
     for info in pkgutil.iter_modules(grader.probes.__path__):
-        importlib.import_module(f"grader.probes.{info.name}")
+        _PROBES[info.name] = importlib.import_module(f"grader.probes.{info.name}")
+
+
+class _GraderSealed:
+    """A meta-path finder that refuses ``import grader...`` from here on."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "grader" or name.startswith("grader."):
+            raise ImportError(
+                f"`{name}` is the grader's own code and is not importable by submissions; "
+                f"write the exercise with jax/numpy"
+            )
+        return None
+
+
+def seal_grader() -> None:
+    """Make the grader's modules unimportable for the learner's code.
+
+    The harness already holds every module it needs (probes included); removing them from
+    ``sys.modules`` and refusing new imports keeps, e.g., ``grader.ir``'s jaxpr walker out of
+    reach of an exercise that asks the learner to write one.
+    """
+    for name in [n for n in sys.modules if n == "grader" or n.startswith("grader.")]:
+        del sys.modules[name]
+    sys.meta_path.insert(0, _GraderSealed())
 
 
 class MissingFunction(LookupError):
@@ -75,6 +103,8 @@ class Context:
             if not _PROBE_NAME.match(target):
                 raise ValueError(f"bad probe name {target!r}")
             mod_name, fn_name = target.split(":")
-            probe = getattr(importlib.import_module(f"grader.probes.{mod_name}"), fn_name)
+            if mod_name not in _PROBES:
+                raise ValueError(f"unknown probe module {mod_name!r}")
+            probe = getattr(_PROBES[mod_name], fn_name)
             return probe(self, *args, **kwargs)
         raise ValueError(f"unknown op {op!r}")

@@ -92,6 +92,7 @@ def main() -> None:
     from grader.sandbox import context as _context
 
     _context.preload_probes()
+    _context.seal_grader()
 
     if os.environ.get("GRADER_X64") == "1":
         jax.config.update("jax_enable_x64", True)

@@ -207,28 +207,34 @@ def _walk(closed, *, subs=_every_sub, count_holders=True, dedupe=False):
 
 
 def diagnose(counts, closed):
-    """A sentence about the learner's mistake when their counts match a known wrong walk."""
+    """What went wrong, when the learner's counts equal those of a known wrong walk."""
     known = [
-        (_walk(closed, subs=None), "your counts match the top-level equations only: descend into every "
-                                   "sub-jaxpr held in eqn.params, recursively"),
-        (_walk(closed, count_holders=False), "you count what is inside sub-jaxprs but not the equation that holds "
-                                             "them: a jit/scan/cond/... equation counts once itself"),
-        (_walk(closed, dedupe=True), "you skip a sub-jaxpr you have seen before: a helper used in two places "
-                                     "(or as both branches of a cond) is counted in each place"),
-        (_walk(closed, subs=_jaxpr_param_only), "you only look inside a param named 'jaxpr'; other higher-order "
-                                                "primitives keep sub-jaxprs under other names (cond: 'branches', "
-                                                "a tuple): look at every param value"),
-        (_walk(closed, subs=_closed_subs_only), "you only descend into ClosedJaxpr params; some primitives "
-                                                "(jax.checkpoint's) hold a bare Jaxpr"),
+        (_walk(closed, subs=None),
+         "you count only the top-level equations: descend into every sub-jaxpr held in eqn.params, recursively"),
+        (_walk(closed, count_holders=False),
+         "you count what is inside sub-jaxprs but not the equation holding them: a jit/scan/cond/... equation "
+         "counts once itself"),
+        (_walk(closed, dedupe=True),
+         "you skip sub-jaxprs you have seen before: a helper used in two places (or as both branches of a cond) "
+         "counts in each place"),
+        (_walk(closed, subs=_jaxpr_param_only),
+         "you only look inside a param named 'jaxpr': cond keeps its sub-jaxprs in 'branches' (a tuple), and "
+         "while_loop and custom_jvp/custom_vjp use other names; look at every param value"),
+        (_walk(closed, subs=_closed_subs_only),
+         "you only descend into ClosedJaxpr values: jax.checkpoint holds a bare Jaxpr"),
     ]
     truth = ir.primitive_counts(closed)
-    for wrong, text in known:
-        if counts == wrong and wrong != truth:
-            return text
-    return ""
+    matches = [text for wrong, text in known if counts == wrong and wrong != truth]
+    if len(matches) > 1:  # on this function several mistakes give the same counts
+        return "one of these: " + " -- OR -- ".join(matches)
+    return matches[0] if matches else ""
 
 
 def judge_counts(got, closed, what):
+    if got.get("x64"):
+        raise CheckFailed("your file turns on jax_enable_x64, which changes the jaxprs being counted",
+                          measured="jax_enable_x64 = True", expected="the default, False",
+                          hint="remove jax.config.update('jax_enable_x64', True) from your file")
     counts = got["counts"]
     if counts is None:
         raise CheckFailed(f"count_primitives should return a dict with str keys ({what})",
@@ -413,7 +419,8 @@ def normalise(kind, value):
 @pytest.mark.parametrize("key", sorted(QUESTIONS))
 def test_reading_answers(submission, key):
     kind, what, hint = QUESTIONS[key]
-    got = submission.call("answers")
+    probed = submission.probe("ex06_jaxpr:answers")
+    got = probed["answers"]
     if not isinstance(got, dict) or key not in got:
         raise CheckFailed(f"answers() has no answer for {key!r}",
                           measured=type(got).__name__ if not isinstance(got, dict) else f"keys {sorted(got)[:10]}",
