@@ -7,8 +7,10 @@ Part A -- predict_compiles: say how many times jax.jit compiles for a sequence o
 Part B -- score: a jitted scoring function that compiles once per (logits shape, mode).
 """
 
-import jax
-import jax.numpy as jnp
+from functools import partial  # noqa: F401  (you will want these)
+
+import jax  # noqa: F401
+import jax.numpy as jnp  # noqa: F401
 
 # ---------------------------------------------------------------------------------------
 # Part A: predictions

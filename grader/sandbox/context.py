@@ -60,11 +60,14 @@ class MissingFunction(LookupError):
 
 
 def to_jax(tree: Any) -> Any:
-    """numpy arrays -> JAX arrays, recursively (lists stay lists, tuples stay tuples)."""
-    import jax.numpy as jnp
+    """numpy arrays -> JAX arrays, recursively (lists stay lists, tuples stay tuples).
+
+    ``device_put`` rather than ``jnp.asarray``: the latter compiles a helper per new shape.
+    """
+    import jax
 
     if isinstance(tree, np.ndarray):
-        return jnp.asarray(tree)
+        return jax.device_put(tree)
     if isinstance(tree, list):
         return [to_jax(x) for x in tree]
     if isinstance(tree, tuple):
