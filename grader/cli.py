@@ -17,10 +17,8 @@ import traceback
 from pathlib import Path
 
 import click
-from rich.console import Console
-
 from grader import hints as hints_mod
-from grader import render, runner
+from grader import runner
 from grader.manifest import ManifestError, load
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANNOT_GRADE = 0, 1, 2, 3
@@ -54,7 +52,7 @@ def _hidden_root(course: Path, public_only: bool, hidden: Path | None) -> Path |
     return default if any(default.glob("*/test_hidden.py")) else None
 
 
-def _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, verbose) -> None:
+def _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, verbose, jobs=1) -> None:
     course = course_root()
     manifest = _manifest(course)
     for n in numbers:
@@ -64,15 +62,17 @@ def _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, v
             raise click.UsageError(str(exc.args[0])) from None
     sub = Path(submission).resolve() if submission else course
     try:
-        run = runner.grade(manifest, numbers, course_root=course, submission_root=sub,
-                           hidden_root=_hidden_root(course, public_only, hidden), seed=seed)
+        run = runner.grade_parallel(manifest, numbers, jobs=jobs, course_root=course, submission_root=sub,
+                                    hidden_root=_hidden_root(course, public_only, hidden), seed=seed)
     except Exception as exc:  # a bug in the grader, not in the submission
         traceback.print_exc(file=sys.stderr)
         raise GraderCrash(f"internal grader error ({type(exc).__name__}: {exc}); please report it") from None
+    from grader import render  # rich loads while nothing waits on it
+
     if as_json:
         click.echo(render.to_json(run))
     else:
-        render.print_run(run, Console(), verbose=verbose)
+        render.print_run(run, verbose=verbose)
     ran = [c for e in run.exercises for c in e.checks if c.status != "not_run"]
     sys.exit(EXIT_OK if ran and all(c.passed for c in ran) else EXIT_FAILED)
 
@@ -125,10 +125,11 @@ def exercise_cmd(number, submission, seed, as_json, public_only, hidden, verbose
 
 @main.command("all")
 @grading_options
-def all_cmd(submission, seed, as_json, public_only, hidden, verbose) -> None:
+@click.option("-j", "--jobs", type=int, default=0, help="Exercises graded at once (default: number of cores).")
+def all_cmd(submission, seed, as_json, public_only, hidden, verbose, jobs) -> None:
     """Grade every exercise."""
     numbers = [e.number for e in _manifest(course_root()).exercises]
-    _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, verbose)
+    _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, verbose, jobs=jobs or None)
 
 
 @main.command("hint")

@@ -14,6 +14,8 @@ through ``load``.  Format (``format_version = 1``)::
     timeout_s = 90                     # wall-clock budget for the whole exercise
     memory_mb = 4096                   # address-space cap of the learner's process
     cpu_devices = 1                    # simulated CPU devices the exercise needs
+    clean_worker = false               # checks need a second, learner-free JAX process
+                                       # (`truth` fixture), started alongside the sandbox
     hints = ["first nudge", "stronger nudge", ...]   # >= 2, shown one per `grade hint`
 
       [[exercise.checks]]
@@ -73,7 +75,8 @@ class Exercise:
     memory_mb: int
     cpu_devices: int
     hints: tuple[str, ...]
-    checks: tuple[Check, ...]
+    checks: tuple["Check", ...]
+    clean_worker: bool = False
 
     @property
     def module_file(self) -> str:
@@ -163,6 +166,7 @@ def parse(data: dict, path: Path) -> Manifest:
                 cpu_devices=int(raw.get("cpu_devices", 1)),
                 hints=hints,
                 checks=tuple(checks),
+                clean_worker=bool(raw.get("clean_worker", False)),
             )
         )
     numbers = [e.number for e in exercises]

@@ -13,6 +13,9 @@ state of the run (``STATE``).  Fixtures available to check tests:
     name, so inputs are drawn at grading time and reproducible with ``--seed``.
 ``learner_names``
     names of every function defined in the learner's file (for compile attribution).
+``truth``
+    a clean worker (no learner code; manifest ``clean_worker = true``) whose probes
+    measure what the live JAX does, in a fresh process beside the sandbox.
 ``reference``
     the reference solution module imported in this trusted process (hidden tests only).
 
@@ -22,9 +25,7 @@ state of the run (``STATE``).  Fixtures available to check tests:
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
-import re
 import sys
 import zlib
 from pathlib import Path
@@ -35,25 +36,16 @@ import pytest
 from grader.compiles import defined_function_names
 from grader.feedback import CheckFailed
 from grader.manifest import Exercise
+from grader.runner import CHECK_MODULE_RE, ExerciseRun
 from grader.sandbox.client import Sandbox, SubmissionError
 
-_MODULE_RE = re.compile(r"^test_e(?P<num>\d+)_(?P<vis>public|hidden)\.py$")
-
-
-@dataclasses.dataclass
-class ExerciseRun:
-    exercise: Exercise
-    module_path: Path
-    seed: int
-    sandbox: Sandbox
-    reference_path: Path | None
 
 
 STATE: dict[int, ExerciseRun] = {}
 
 
 def _run_for(request) -> ExerciseRun:
-    m = _MODULE_RE.match(Path(str(request.node.path)).name)
+    m = CHECK_MODULE_RE.match(Path(str(request.node.path)).name)
     if not m or int(m.group("num")) not in STATE:
         raise RuntimeError(f"{request.node.path} is not a check module of this run")
     return STATE[int(m.group("num"))]
@@ -67,6 +59,15 @@ def exercise(request) -> Exercise:
 @pytest.fixture(scope="module")
 def submission(request) -> Sandbox:
     return _run_for(request).sandbox
+
+
+@pytest.fixture(scope="module")
+def truth(request) -> Sandbox:
+    """A clean worker (no learner code) for measuring the truth in a fresh JAX process."""
+    run = _run_for(request)
+    if run.clean is None:
+        raise RuntimeError("set clean_worker = true in this exercise's manifest entry to use `truth`")
+    return run.clean
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +137,8 @@ def pytest_collection_finish(session):
         except OSError:
             pass
     for run in STATE.values():
-        run.sandbox.begin_import()
+        for worker in run.workers():
+            worker.begin_import()
 
 
 def pytest_json_runtest_metadata(item, call):

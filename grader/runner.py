@@ -20,20 +20,40 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import io
+import os
+import re
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from grader import __version__, pytest_plugin
+from grader import __version__
 from grader.manifest import Exercise, Manifest
 from grader.results import ERROR, FAILED, NOT_RUN, PASSED, CheckResult, ExerciseResult, RunResult
 from grader.sandbox.client import Sandbox
 
 PUBLIC_TESTS = "test_public.py"
+#: Check files are copied to a private folder under these names (see grader.pytest_plugin).
+CHECK_MODULE_RE = re.compile(r"^test_e(?P<num>\d+)_(?P<vis>public|hidden)\.py$")
+
+
+@dataclasses.dataclass
+class ExerciseRun:
+    """One exercise being graded: what the check fixtures need."""
+
+    exercise: Exercise
+    module_path: Path
+    seed: int
+    sandbox: Sandbox
+    reference_path: Path | None
+    clean: Sandbox | None = None  # learner-free worker for trusted measurements (manifest clean_worker)
+
+    def workers(self) -> list[Sandbox]:
+        return [w for w in (self.sandbox, self.clean) if w is not None]
 HIDDEN_TESTS = "test_hidden.py"
 
 
@@ -80,7 +100,7 @@ def grade(
     module_overrides = module_overrides or {}
     exercises = [manifest.get(n) for n in numbers]
     tmp = Path(tempfile.mkdtemp(prefix="grade-checks-"))
-    runs: dict[int, pytest_plugin.ExerciseRun] = {}
+    runs: dict[int, ExerciseRun] = {}
     try:
         for ex in exercises:
             if ex.number in module_overrides:
@@ -92,7 +112,11 @@ def grade(
             ex_seed = seed if seed is not None else derive_seed(ex, paths)
             ref = hidden_root / ex.dir / ex.module_file if hidden_root else None
             sandbox = Sandbox(module_path, timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices)
-            runs[ex.number] = pytest_plugin.ExerciseRun(ex, module_path, ex_seed, sandbox, ref)
+            sandbox.start()  # now, so its JAX import overlaps everything below
+            clean = None
+            if ex.clean_worker:
+                clean = Sandbox.clean(timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices).start()
+            runs[ex.number] = ExerciseRun(ex, module_path, ex_seed, sandbox, ref, clean)
             public = course_root / "exercises" / ex.dir / PUBLIC_TESTS
             if public.is_file():
                 shutil.copyfile(public, tmp / f"test_e{ex.number:02d}_public.py")
@@ -100,14 +124,14 @@ def grade(
                 hidden = hidden_root / ex.dir / HIDDEN_TESTS
                 if hidden.is_file():
                     shutil.copyfile(hidden, tmp / f"test_e{ex.number:02d}_hidden.py")
-        for run in runs.values():
-            run.sandbox.start()
         report = _run_pytest(tmp, runs)
         results = tuple(_exercise_result(runs[ex.number], report, hidden_root is not None) for ex in exercises)
     finally:
         for run in runs.values():
-            run.sandbox.close()
-        pytest_plugin.STATE.clear()
+            for worker in run.workers():
+                worker.close()
+        if "grader.pytest_plugin" in sys.modules:
+            sys.modules["grader.pytest_plugin"].STATE.clear()
         shutil.rmtree(tmp, ignore_errors=True)
     return RunResult(
         exercises=results,
@@ -118,9 +142,36 @@ def grade(
     )
 
 
-def _run_pytest(folder: Path, runs: dict[int, pytest_plugin.ExerciseRun]) -> dict:
+def grade_parallel(manifest: Manifest, numbers: list[int], *, jobs: int | None = None, **kwargs) -> RunResult:
+    """``grade`` with the exercises spread over ``jobs`` trusted worker processes.
+
+    Each worker takes the next exercise from a queue and grades it with ``grade`` (its own
+    sandbox as always); results come back as frozen data and are merged in order.  While
+    one worker waits on its sandbox, the other core runs another exercise.
+    """
+    jobs = jobs or os.cpu_count() or 1
+    if jobs <= 1 or len(numbers) <= 1:
+        return grade(manifest, numbers, **kwargs)
+    import concurrent.futures as cf
+    import multiprocessing
+
+    t0 = time.monotonic()
+    ctx = multiprocessing.get_context("fork")  # nothing threaded has started in this process yet
+    with cf.ProcessPoolExecutor(max_workers=min(jobs, len(numbers)), mp_context=ctx) as pool:
+        parts = list(pool.map(functools.partial(_grade_one, manifest, kwargs), numbers))
+    return dataclasses.replace(parts[0], exercises=tuple(e for p in parts for e in p.exercises),
+                               duration_s=time.monotonic() - t0)
+
+
+def _grade_one(manifest: Manifest, kwargs: dict, number: int) -> RunResult:
+    return grade(manifest, [number], **kwargs)
+
+
+def _run_pytest(folder: Path, runs: dict[int, ExerciseRun]) -> dict:
     import pytest
     from pytest_jsonreport.plugin import JSONReport
+
+    from grader import pytest_plugin
 
     (folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     _forget_check_modules()  # a previous run in this process must not lend its modules
@@ -139,7 +190,7 @@ def _run_pytest(folder: Path, runs: dict[int, pytest_plugin.ExerciseRun]) -> dic
 
 
 def _forget_check_modules() -> None:
-    for name in [n for n in sys.modules if pytest_plugin._MODULE_RE.match(n.rsplit(".", 1)[-1] + ".py")]:
+    for name in [n for n in sys.modules if CHECK_MODULE_RE.match(n.rsplit(".", 1)[-1] + ".py")]:
         del sys.modules[name]
 
 
@@ -165,12 +216,12 @@ def _check_name(nodeid: str) -> str:
     return func[len("test_"):] if func.startswith("test_") else func
 
 
-def _exercise_result(run: pytest_plugin.ExerciseRun, report: dict, hidden_available: bool) -> ExerciseResult:
+def _exercise_result(run: ExerciseRun, report: dict, hidden_available: bool) -> ExerciseResult:
     ex = run.exercise
     items: dict[tuple[str, str], list[dict]] = {}
     for test in report.get("tests", []):
         fname = test["nodeid"].split("::")[0].rsplit("/", 1)[-1]
-        m = pytest_plugin._MODULE_RE.match(fname)
+        m = CHECK_MODULE_RE.match(fname)
         if not m or int(m.group("num")) != ex.number:
             continue
         items.setdefault((m.group("vis"), _check_name(test["nodeid"])), []).append(test)

@@ -120,3 +120,17 @@ def test_missing_file(tmp_path):
 def test_device_count_is_set_before_jax_starts(tmp_path):
     with sandbox_for(tmp_path, "import jax\ndef f():\n    return jax.device_count()\n", cpu_devices=4) as sb:
         assert sb.call("f") == 4
+
+
+def test_grader_package_is_sealed_from_learner_code(tmp_path):
+    with sandbox_for(tmp_path, "def f():\n    import grader.ir\n    return 1\n") as sb:
+        err = error_of(sb)
+    assert err.kind == "exception" and "not importable by submissions" in err.message
+
+
+def test_clean_worker_runs_probes_without_learner_code():
+    with Sandbox.clean(timeout_s=20) as sb:
+        out = sb.probe("ex05_loops:while_reference", np.float32(0.5), np.zeros(3, np.float32), 10)
+        assert out["n_steps"] >= 1 and out["z"].shape == (3,)
+        with pytest.raises(SubmissionError):
+            sb.call("anything")

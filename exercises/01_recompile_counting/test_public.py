@@ -4,53 +4,14 @@ The true compile counts are measured here, live, with the installed JAX; the hid
 checks draw new random sequences and a new workload at grading time.
 """
 
-import jax
 import numpy as np
 
-from grader.compiles import CompileRecorder
 from grader.feedback import CheckFailed, expect_array, expect_close
 from grader.testing import expect_compiles
 
 # ---------------------------------------------------------------------------------------
 # Part A helpers: build a call's values, run a sequence on a fresh jit, render it
 # ---------------------------------------------------------------------------------------
-
-TARGET = "ex01_recompile_target"  # a distinctive name, so compiles are counted by it
-
-
-def fresh_jit():
-    """A new function object each time: its jit cache starts empty."""
-    def ex01_recompile_target(x, scale, mode="sum"):
-        return x, scale  # what it computes does not matter here
-    return jax.jit(ex01_recompile_target, static_argnames=("mode",))
-
-
-def build(spec, rng):
-    if isinstance(spec, (float, int, str)):
-        return spec
-    if "array" in spec:
-        shape = tuple(spec["shape"])
-        data = (rng.integers(-9, 10, size=shape) if spec["array"] == "int32" else rng.normal(size=shape))
-        data = np.asarray(data, dtype=spec["array"])
-        return data if spec.get("numpy") else jax.device_put(data)  # (jnp.asarray would compile a helper)
-    if "tuple" in spec:
-        return tuple(build(s, rng) for s in spec["tuple"])
-    return {k: build(s, rng) for k, s in spec["dict"].items()}
-
-
-def measure(calls, rng):
-    """XLA compilations of a fresh jitted target over this sequence of calls."""
-    built = [([build(a, rng) for a in c["args"]], {k: build(v, rng) for k, v in c["kwargs"].items()}) for c in calls]
-    jax.block_until_ready(built)
-    f = fresh_jit()
-    with CompileRecorder() as rec:
-        for args, kwargs in built:
-            jax.block_until_ready(f(*args, **kwargs))
-    n = rec.count([TARGET])
-    if n < 1:
-        raise RuntimeError("grader: no compilation of the target was recorded; compile counting is broken")
-    return n
-
 
 _SHORT = {"float32": "f32", "float16": "f16", "int32": "i32"}
 
@@ -115,13 +76,13 @@ PUBLIC_SEQUENCES = [
 ]
 
 
-def test_predicts_public_sequences(submission, rng):
+def test_predicts_public_sequences(submission, truth, rng):
+    measured = truth.probe("ex01_recompile:count_sequences", PUBLIC_SEQUENCES, int(rng.integers(2**31)))
     misses = []
-    for seq in PUBLIC_SEQUENCES:
-        truth = measure(seq, rng)
+    for seq, true_count in zip(PUBLIC_SEQUENCES, measured["counts"]):
         got = as_count(submission.call("predict_compiles", seq), "predict_compiles")
-        if got != truth:
-            misses.append((seq, got, truth))
+        if got != true_count:
+            misses.append((seq, got, true_count))
     if misses:
         seq, got, truth = misses[0]
         listing = "\n".join(f"  {i}. {render_call(c)}" for i, c in enumerate(seq, 1))
@@ -129,7 +90,7 @@ def test_predicts_public_sequences(submission, rng):
             f"predict_compiles is wrong on {len(misses)} of {len(PUBLIC_SEQUENCES)} public sequences; the first:\n"
             f"{listing}",
             measured=f"you predicted {got} compilation(s)",
-            expected=f"{truth} compilation(s), measured just now with jax {jax.__version__}",
+            expected=f"{truth} compilation(s), measured just now with jax {measured['jax']}",
             hint="run these calls yourself with JAX_LOG_COMPILES=1 (and JAX_EXPLAIN_CACHE_MISSES=1 to see why); "
                  "the key is the abstract signature: shapes, dtypes, weak types, pytree structure, static values, "
                  "and which arguments were passed by keyword",

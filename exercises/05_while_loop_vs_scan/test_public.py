@@ -5,10 +5,7 @@ look at the jaxpr of `scan_version` (a `scan`, no `while`, and no growth with ma
 """
 
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from grader.feedback import CheckFailed, describe, expect_array, expect_close
 
@@ -20,22 +17,6 @@ MAX_STEPS = 24
 
 # --- trusted copy of the stub's iteration (the check does not trust the learner's copy) ---
 TOL = 1e-3
-
-
-@jax.jit
-def trusted_while(theta, x, max_steps):
-    def keep_going(state):
-        z, change, k = state
-        return (k < max_steps) & (change >= TOL)
-
-    def body(state):
-        z, _, k = state
-        z_new = jnp.tanh(theta * z + x)
-        return z_new, jnp.max(jnp.abs(z_new - z)), k + 1
-
-    start = (jnp.zeros_like(x), jnp.asarray(jnp.inf, dtype=x.dtype), jnp.asarray(0, dtype=jnp.int32))
-    z, _, n_steps = lax.while_loop(keep_going, body, start)
-    return z, n_steps
 
 
 def unpack(out, n, what="scan_version(theta, x, max_steps)"):
@@ -53,8 +34,9 @@ def unpack(out, n, what="scan_version(theta, x, max_steps)"):
     return z, int(steps)
 
 
-def test_matches_while_version_small(submission):
-    z_ref, steps_ref = trusted_while(THETA, X, MAX_STEPS)
+def test_matches_while_version_small(submission, truth):
+    ref = truth.probe("ex05_loops:while_reference", THETA, X, MAX_STEPS)  # the grader's own while loop
+    z_ref, steps_ref = ref["z"], ref["n_steps"]
     z, steps = unpack(submission.call("scan_version", THETA, X, MAX_STEPS), X.size)
     if steps != int(steps_ref):
         raise CheckFailed(
@@ -70,7 +52,7 @@ def test_matches_while_version_small(submission):
                       "z = jnp.where(done, z, z_new)")
 
 
-def test_grad_works_small(submission):
+def test_grad_works_small(submission, truth):
     unpack(submission.call("scan_version", THETA, X, MAX_STEPS), X.size)
     got = submission.probe("ex05_loops:grad_of_weighted_output", "scan_version", THETA, X, WEIGHTS, MAX_STEPS)
     if "error" in got:
@@ -82,7 +64,8 @@ def test_grad_works_small(submission):
                  "use lax.scan with length=max_steps",
         )
     # Forward mode goes through lax.while_loop; reverse mode (jax.grad) does not.
-    j_theta, j_x = jax.jit(jax.jacfwd(lambda t, x: trusted_while(t, x, MAX_STEPS)[0], argnums=(0, 1)))(THETA, X)
+    fwd = truth.probe("ex05_loops:forward_derivatives", THETA, X, MAX_STEPS)
+    j_theta, j_x = fwd["j_theta"], fwd["j_x"]
     w = WEIGHTS.astype(np.float64)
     expect_close(np.asarray(got["grad_theta"]), np.float32(w @ np.asarray(j_theta, np.float64)),
                  rtol=1e-4, atol=1e-5, reveal=True,

@@ -53,3 +53,44 @@ def grad_of_weighted_output(ctx, target: str, theta, x, weights, max_steps: int)
     except Exception as exc:  # measured, not judged: the trusted check turns this into feedback
         return {"error": _first_line(exc)}
     return {"grad_theta": g_theta, "grad_x": g_x}
+
+
+# --- trusted references, run in the clean worker (manifest clean_worker = true) -----------
+
+TOL = 1e-3  # the stub's stopping tolerance
+
+
+def _trusted_while(theta, x, max_steps):
+    """The grader's own copy of the stub's ``while_version``."""
+
+    def keep_going(state):
+        z, change, k = state
+        return (k < max_steps) & (change >= TOL)
+
+    def body(state):
+        z, _, k = state
+        z_new = jnp.tanh(theta * z + x)
+        return z_new, jnp.max(jnp.abs(z_new - z)), k + 1
+
+    start = (jnp.zeros_like(x), jnp.asarray(jnp.inf, dtype=x.dtype), jnp.asarray(0, dtype=jnp.int32))
+    z, _, n_steps = jax.lax.while_loop(keep_going, body, start)
+    return z, n_steps
+
+
+_while_jit = _jit(_trusted_while)
+_forward = {}
+
+
+def while_reference(ctx, theta, x, max_steps) -> dict:
+    """``{"z": f32[n], "n_steps": int}`` from the grader's while loop (no learner code here)."""
+    z, k = _while_jit(*to_jax([theta, x]), max_steps)
+    return {"z": z, "n_steps": int(k)}
+
+
+def forward_derivatives(ctx, theta, x, max_steps) -> dict:
+    """Forward mode through ``lax.while_loop``: ``jax.jacfwd`` of the grader's loop's ``z``
+    with respect to ``theta`` and ``x`` (reverse mode cannot go through it)."""
+    if max_steps not in _forward:
+        _forward[max_steps] = _jit(jax.jacfwd(lambda t, v: _trusted_while(t, v, max_steps)[0], argnums=(0, 1)))
+    j_theta, j_x = _forward[max_steps](*to_jax([theta, x]))
+    return {"j_theta": j_theta, "j_x": j_x}

@@ -84,6 +84,8 @@ class Context:
 
     def function(self, name: str) -> Callable:
         """The learner's ``name``, which must exist and be callable."""
+        if self.module is None:
+            raise RuntimeError("this worker runs no learner code")
         if not hasattr(self.module, name):
             raise MissingFunction(
                 f"`{name}` is not defined in {self.module_path.rsplit('/', 1)[-1]}; "

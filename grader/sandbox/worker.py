@@ -78,11 +78,17 @@ def _error(kind: str, exc: BaseException | None, learner_files, **extra) -> dict
     return err
 
 
+class _NoLearner(Exception):
+    pass
+
+
 def main() -> None:
     _limit_resources()
     rfd, wfd = (int(x) for x in os.environ["GRADER_PROTO_FDS"].split(","))
     chan = _Channel(rfd, wfd)
-    module_path = os.path.abspath(os.environ["GRADER_MODULE_PATH"])
+    # An empty module path makes a clean worker: no learner code at all, for trusted
+    # measurements that need a fresh JAX process of their own (see `Sandbox.clean`).
+    module_path = os.path.abspath(os.environ["GRADER_MODULE_PATH"]) if os.environ["GRADER_MODULE_PATH"] else ""
     learner_files = (module_path,)
 
     # Heavy imports happen before the learner's code: their bindings are ours.
@@ -105,14 +111,18 @@ def main() -> None:
 
     # Import the learner's module.
     name = os.path.splitext(os.path.basename(module_path))[0]
-    sys.path.insert(0, os.path.dirname(module_path))
     module = None
     try:
+        if not module_path:
+            raise _NoLearner
+        sys.path.insert(0, os.path.dirname(module_path))
         spec = importlib.util.spec_from_file_location(name, module_path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
         hello = {"id": 0, "ok": {"ready": True}}
+    except _NoLearner:
+        hello = {"id": 0, "ok": {"ready": True, "clean": True}}
     except SyntaxError as exc:
         hello = {"id": 0, "error": _error("syntax_error", exc, learner_files)}
     except NotImplementedError as exc:
