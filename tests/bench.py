@@ -3,7 +3,8 @@
 The floor is a fresh `python -c "import jax; jax.jit(lambda x: x + 1)(1.0)"`: no grader can
 start faster than JAX can.  Then `grade exercise N` for every N and `grade all`, each on a
 checkout holding the reference solutions (the full amount of grading work), each run
-REPEAT times in a fresh process.  Prints medians and each as a ratio to the floor, with
+REPEAT times in a fresh process.  The sandbox's persistent compile cache is warm after the
+first run, as it is for a learner re-grading; the last row turns it off (GRADER_NO_CACHE=1).  Prints medians and each as a ratio to the floor, with
 the targets (exercise <= 2.5x, all <= 8x), and writes bench-results/latest.json.
 """
 
@@ -59,6 +60,8 @@ def main() -> int:
             rows.append((f"grade exercise {n}", median_of([grade, "exercise", str(n), "--submission", str(sub)]),
                          TARGET_EXERCISE))
         rows.append(("grade all", median_of([grade, "all", "--submission", str(sub)]), TARGET_ALL))
+        cold = dict(os.environ, GRADER_NO_CACHE="1")
+        rows.append(("grade all, no compile cache", median_of([grade, "all", "--submission", str(sub)], env=cold), None))
     finally:
         shutil.rmtree(sub, ignore_errors=True)
     print(f"{'what':<30} {'median s':>9} {'x floor':>8} {'target':>7}")

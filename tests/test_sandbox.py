@@ -134,3 +134,15 @@ def test_clean_worker_runs_probes_without_learner_code():
         assert out["n_steps"] >= 1 and out["z"].shape == (3,)
         with pytest.raises(SubmissionError):
             sb.call("anything")
+
+
+def test_compile_counts_are_the_same_with_a_warm_compile_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    src = "import jax\n@jax.jit\ndef f(x):\n    return x * 2\n"
+    calls = [{"args": [np.zeros(n, np.float32)]} for n in (3, 3, 4)]
+    counts = []
+    for _ in range(2):  # the second sandbox finds both programs in the persistent cache
+        with sandbox_for(tmp_path, src) as sb:
+            counts.append(sb.probe("generic:count_compiles", "f", calls)["compiles"]["by_name"]["f"])
+    assert counts == [2, 2]
+    assert any((tmp_path / "cache").rglob("*")), "the persistent cache was not written"
