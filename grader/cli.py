@@ -65,8 +65,10 @@ def _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, v
         run = runner.grade_parallel(manifest, numbers, jobs=jobs, course_root=course, submission_root=sub,
                                     hidden_root=_hidden_root(course, public_only, hidden), seed=seed)
     except Exception as exc:  # a bug in the grader, not in the submission
-        traceback.print_exc(file=sys.stderr)
-        raise GraderCrash(f"internal grader error ({type(exc).__name__}: {exc}); please report it") from None
+        if verbose:
+            traceback.print_exc(file=sys.stderr)
+        raise GraderCrash(f"internal grader error ({type(exc).__name__}: {exc}); please report it "
+                          f"with the output of the same command run with -v") from None
     from grader import render  # rich loads while nothing waits on it
 
     if as_json:

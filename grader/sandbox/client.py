@@ -31,7 +31,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grader import plaindata
 
 GRADER_ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_CAP = 16 * 1024  # bytes of learner output kept, head and tail together
@@ -344,6 +343,8 @@ class Sandbox:
         return SubmissionError(kind, message, detail=str(err.get("traceback", "")), line=line, file=fname)
 
     def request(self, op: str, target: str, *args: Any, **kwargs: Any) -> Any:
+        from grader import plaindata  # numpy loads here, after the worker is already starting
+
         self._wait_ready()
         if self._dead:
             raise self._dead
