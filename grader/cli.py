@@ -52,7 +52,7 @@ def _hidden_root(course: Path, public_only: bool, hidden: Path | None) -> Path |
     return default if any(default.glob("*/test_hidden.py")) else None
 
 
-def _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, verbose, jobs=1) -> None:
+def _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, verbose, jobs=1, file=None) -> None:
     course = course_root()
     manifest = _manifest(course)
     for n in numbers:
@@ -63,6 +63,7 @@ def _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, v
     sub = Path(submission).resolve() if submission else course
     try:
         run = runner.grade_parallel(manifest, numbers, jobs=jobs, course_root=course, submission_root=sub,
+                                    module_overrides={numbers[0]: file} if file else None,
                                     hidden_root=_hidden_root(course, public_only, hidden), seed=seed)
     except Exception as exc:  # a bug in the grader, not in the submission
         if verbose:
@@ -120,9 +121,11 @@ def list_cmd(as_json: bool) -> None:
 @main.command("exercise")
 @click.argument("number", type=int)
 @grading_options
-def exercise_cmd(number, submission, seed, as_json, public_only, hidden, verbose) -> None:
+@click.option("--file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Grade this file as the exercise's learner file (e.g. a fixture, or one learner's file).")
+def exercise_cmd(number, submission, seed, as_json, public_only, hidden, verbose, file) -> None:
     """Grade exercise NUMBER."""
-    _grade_and_report([number], submission, seed, as_json, public_only, hidden, verbose)
+    _grade_and_report([number], submission, seed, as_json, public_only, hidden, verbose, file=file)
 
 
 @main.command("all")
