@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# Exit status 1 means "graded, not everything passes yet" -- expected for fresh stubs.
 grade: $(STAMP)
-	$(BIN)/grade all
+	$(BIN)/grade all || [ $$? -eq 1 ]
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests

@@ -184,3 +184,31 @@ def test_cli_broken_manifest_is_exit_3(cli_course):
     (cli_course / "exercises" / "manifest.toml").write_text("format_version = 1\n[[exercise]]\nnumber = 'x'\n")
     result = CliRunner().invoke(cli.main, ["list"])
     assert result.exit_code == 3 and "manifest is broken" in result.output
+
+
+def test_real_exercise_3_twice_gives_the_same_score_and_compile_counts(tmp_path):
+    """The issue's own example: the reference solution, graded twice, full marks both times."""
+    manifest = load(REPO / "exercises" / "manifest.toml")
+    sub = tmp_path / "exercises" / "03_per_example_grad_norms"
+    sub.mkdir(parents=True)
+    shutil.copy(REPO / "solutions" / "03_per_example_grad_norms" / "grad_norms.py", sub)
+    runs = [runner.grade(manifest, [3], course_root=REPO, submission_root=tmp_path, hidden_root=REPO / "solutions")
+            for _ in range(2)]
+    first, second = (r.exercises[0] for r in runs)
+    assert first.score == first.max_score == second.score
+    assert first.seed == second.seed
+    assert [(c.name, c.status, c.measured) for c in first.checks] == [(c.name, c.status, c.measured) for c in second.checks]
+    # ... and the same compile counts, measured in two fresh sandboxes.
+    import numpy as np
+
+    from grader.sandbox.client import Sandbox
+
+    rng = np.random.default_rng(0)
+    params = {"layers": [{"w": rng.normal(size=(3, 4)).astype(np.float32), "b": np.zeros(4, np.float32)}],
+              "out": {"w": rng.normal(size=(4, 2)).astype(np.float32), "b": np.zeros(2, np.float32)}}
+    calls = [{"args": [params, np.ones((b, 3), np.float32), np.ones((b, 2), np.float32)]} for b in (4, 4, 7)]
+    counts = []
+    for _ in range(2):
+        with Sandbox(sub / "grad_norms.py") as sb:
+            counts.append(sb.probe("generic:count_compiles", "per_example_grad_norms", calls)["compiles"]["by_name"])
+    assert counts[0] == counts[1] and counts[0]["per_example_grad_norms"] == 2
