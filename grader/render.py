@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from rich.console import Console, Group
 from rich.markup import escape
@@ -29,6 +30,14 @@ def verdict_line(ex: ExerciseResult) -> str:
     hidden = len(ex.checks) - len(run_checks)
     state = "public checks passed" if run_checks and passed == len(run_checks) else f"{passed} of {len(run_checks)} public checks passed"
     return f"{state} ({hidden} hidden checks not run here: they carry the points and run when your course grades your work)"
+
+
+def _shown_path(path: str) -> str:
+    """A path relative to the current folder when it is inside it (shorter to read)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return path
 
 
 def _exercise_panel(ex: ExerciseResult, verbose: bool) -> Panel:
@@ -63,7 +72,7 @@ def _exercise_panel(ex: ExerciseResult, verbose: bool) -> Panel:
             body.append("    " + c.detail.strip().replace("\n", "\n    ")[-1500:] + "\n", style="dim")
         body.rstrip()
         details.append(body)
-    files = ", ".join(ex.files)
+    files = ", ".join(_shown_path(f) for f in ex.files)
     head = Text.from_markup(
         f"[bold]{ex.score}/{ex.max_score}[/] points - {escape(verdict_line(ex))}\n"
         f"[dim]file: {escape(files)}   seed: {ex.seed} (reproduce with --seed {ex.seed})[/]"
