@@ -135,8 +135,11 @@ def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
     course_root = Path(course)
     tmp = None
     module_path = Path(case.module_path)
+    saved_cache_setting = os.environ.get("GRADER_NO_CACHE")
     try:
         if case.append:
+            # A throw-away folder: a compile cache keyed to it would only pile up on disk.
+            os.environ["GRADER_NO_CACHE"] = "1"
             tmp = Path(tempfile.mkdtemp(prefix="grade-verify-"))
             module_path = tmp / module_path.name
             module_path.write_text(case.append, encoding="utf-8")
@@ -147,6 +150,10 @@ def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+        if saved_cache_setting is None:
+            os.environ.pop("GRADER_NO_CACHE", None)
+        else:
+            os.environ["GRADER_NO_CACHE"] = saved_cache_setting
     ex = run.exercises[0]
     problem = ""
     if case.expect == "full":

@@ -77,6 +77,7 @@ def compilation_cache_env(module_path: Path) -> dict[str, str]:
         "JAX_COMPILATION_CACHE_DIR": str(base / key),
         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
         "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+        "JAX_COMPILATION_CACHE_MAX_SIZE": str(64 << 20),  # least recently used entries go first
     }
 
 

@@ -1,0 +1,32 @@
+"""Exercise 5 (while_loop vs scan): reading the learner's ``scan_version`` answers and the
+gradient the forward-mode truth implies, shared by the public and the hidden checks.
+NumPy only, no JAX (the truth is measured in the clean worker, ``grader/probes/ex05_loops.py``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grader.feedback import CheckFailed, describe, expect_array
+
+
+def unpack(out, n, what="scan_version(theta, x, max_steps)"):
+    """(z, n_steps) from the learner's answer, or a CheckFailed that says what is off."""
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise CheckFailed(f"{what} should return a pair (z, n_steps)", measured=describe(out),
+                          expected="a tuple of 2: z as f32[n] and n_steps as an integer scalar",
+                          hint="end with `return z, n_steps`, like while_version")
+    z = expect_array(out[0], shape=(n,), dtype="float32", what=f"z (the first output of {what})")
+    steps = out[1]
+    if not (isinstance(steps, np.ndarray) and steps.shape == () and np.issubdtype(steps.dtype, np.integer)):
+        raise CheckFailed(f"n_steps (the second output of {what}) should be an integer scalar",
+                          measured=describe(steps), expected="i32[]",
+                          hint="carry the counter as jnp.int32 and update it with jnp.where, as the state is")
+    return z, int(steps)
+
+
+def weighted_grads(weights, j_theta, j_x):
+    """The gradients of sum(weights * z) with respect to theta and x, as float32, from the
+    forward-mode Jacobians of while_version (``ex05_loops:forward_derivatives``)."""
+    w = np.asarray(weights).astype(np.float64)
+    return (np.float32(w @ np.asarray(j_theta, np.float64)),
+            (w @ np.asarray(j_x, np.float64)).astype(np.float32))
