@@ -138,6 +138,7 @@ def test_clean_worker_runs_probes_without_learner_code():
 
 def test_compile_counts_are_the_same_with_a_warm_compile_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("GRADER_NO_CACHE")
     src = "import jax\n@jax.jit\ndef f(x):\n    return x * 2\n"
     calls = [{"args": [np.zeros(n, np.float32)]} for n in (3, 3, 4)]
     counts = []
