@@ -6,6 +6,7 @@ checks draw new random sequences and a new workload at grading time.
 
 import numpy as np
 
+from grader.checks.ex01_recompile import as_count, expected_score, mode_of
 from grader.feedback import CheckFailed, expect_array, expect_close
 from grader.testing import expect_compiles
 
@@ -33,15 +34,6 @@ def render(spec):
 def render_call(call):
     parts = [render(a) for a in call["args"]] + [f"{k}={render(v)}" for k, v in call["kwargs"].items()]
     return f"f({', '.join(parts)})"
-
-
-def as_count(value, what):
-    if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "iu":
-        value = int(value)
-    if type(value) is not int:
-        raise CheckFailed(f"{what} should return a Python int", measured=f"a {type(value).__name__}",
-                          expected="an int such as 2", hint="return len(...) of your set of cache keys")
-    return value
 
 
 def A(dtype="float32", *shape, numpy=False):
@@ -101,22 +93,9 @@ def test_predicts_public_sequences(submission, truth, rng):
 # Part B
 # ---------------------------------------------------------------------------------------
 
-def reference_score(logits, temperature, shift, mode):
-    z = (np.asarray(logits, np.float64) + float(shift)) / temperature
-    m = z.max(axis=-1, keepdims=True)
-    e = np.exp(z - m)
-    s = e.sum(axis=-1, keepdims=True)
-    p = e / s
-    if mode == "probs":
-        return p
-    if mode == "logz":
-        return (m + np.log(s))[..., 0]
-    return -(p * np.log(p)).sum(axis=-1)
-
-
 def describe_request(args, kwargs):
     logits, temperature, shift = args[:3]
-    mode = args[3] if len(args) > 3 else kwargs["mode"]
+    mode = mode_of(args, kwargs)
     how_shift = "a Python float" if isinstance(shift, float) else "a 0-d float32 array"
     how_mode = f"mode={mode!r}" if "mode" in kwargs else f"{mode!r} positionally"
     return f"logits f32{list(logits.shape)}, temperature {temperature:.3f}, shift as {how_shift}, {how_mode}"
@@ -140,10 +119,8 @@ def test_serves_small_workload(submission, rng, learner_names):
         requests.append({"args": args, "kwargs": kwargs})
     result = submission.probe("generic:count_compiles", "score", requests)
     for req, out in zip(requests, result["outputs"]):
-        args, kwargs = req["args"], req["kwargs"]
-        mode = args[3] if len(args) > 3 else kwargs["mode"]
-        expected = reference_score(args[0], args[1], args[2], mode).astype(np.float32)
-        what = f"score({describe_request(args, kwargs)})"
+        expected = expected_score(req)
+        what = f"score({describe_request(req['args'], req['kwargs'])})"
         out = expect_array(out, shape=expected.shape, dtype="float32", what=what)
         expect_close(out, expected, rtol=1e-4, atol=1e-5, what=what, reveal=True,
                      hint="z = (logits + shift) / temperature; use jax.nn.log_softmax / jax.nn.logsumexp on z")

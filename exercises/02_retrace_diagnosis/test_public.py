@@ -9,31 +9,12 @@ import zlib
 
 import numpy as np
 
+from grader.checks.ex02_retrace import bucket_of, compile_report, reference_step, shared_training_run
 from grader.feedback import CheckFailed, describe
-from grader.sandbox.client import SubmissionError
-from grader.testing import attributed, cache_miss_reasons, changed_arguments, learner_misses, short_signature
+from grader.testing import attributed
 
 BUCKETS = (8, 16, 32, 64)
 SAMPLE_LENGTHS = (5, 7, 3, 8, 6, 2, 4, 1)  # all in bucket 8: one compile (they are cheap, not free)
-
-
-def reference_step(params, tokens, targets, lr):
-    """Loss of an UNPADDED batch and the SGD update (float64, hand-written gradient of the stub's model)."""
-    embed = np.asarray(params["embed"], np.float64)
-    w = np.asarray(params["w"], np.float64)
-    b = float(np.asarray(params["b"]))
-    hidden = np.tanh(embed[tokens])
-    err = hidden @ w + b - np.asarray(targets, np.float64)
-    loss = float(np.mean(err ** 2))
-    d_pred = 2.0 * err / err.size
-    g_embed = np.zeros_like(embed)
-    np.add.at(g_embed, tokens, d_pred[..., None] * w * (1.0 - hidden ** 2))
-    return loss, {"embed": embed - lr * g_embed, "w": w - lr * np.einsum("bl,bld->d", d_pred, hidden),
-                  "b": np.float64(b - lr * d_pred.sum())}
-
-
-def bucket_of(length, buckets):
-    return min(b for b in buckets if b >= length)
 
 
 def make_batch(rng, rows, length, vocab):
@@ -72,48 +53,23 @@ def check_padded(batch, got, buckets):
                           hint="mask = np.zeros((B, Lb), np.float32); mask[:, :L] = 1")
 
 
-def compile_report(record, names, n_steps, n_buckets):
-    count, events, _ = attributed(record, names)
-    lines = [f"{count} compilation(s) of functions defined in your file over {n_steps} training steps "
-             f"whose batches fall into {n_buckets} bucket{'s' if n_buckets != 1 else ''}"]
-    for i, e in enumerate(events[:5], 1):
-        sig = short_signature(e["signature"]) if e["signature"] else "?"
-        lines.append(f"compile {i}: jit({e['name']}) with ({sig})")
-    if len(events) > 5:
-        lines.append(f"... and {len(events) - 5} more")
-    # The run's first compile is needed (a new function or a new model size): explain the retraces after it.
-    misses = learner_misses(record, names)[1:]
-    reasons = cache_miss_reasons({"cache_misses": misses}, limit=2)
-    if reasons:
-        lines.append("JAX says (jax_explain_cache_misses): " + " | ".join(reasons))
-    changed = changed_arguments(misses)
-    if changed:
-        lines.append("arguments JAX names as changing between calls: " + "; ".join(changed))
-    return "\n".join(lines)
-
-
 _RUN: dict = {}  # the last run: {'submission': ..., 'seed': ..., 'result': (case, out, error)}
+
+
+def draw_sample(seed):
+    """The small fixed-size model and batches of the public training run."""
+    rng = np.random.default_rng([seed, zlib.crc32(b"ex02-public-sample-run")])
+    params = {"embed": rng.normal(size=(10, 4)).astype(np.float32),
+              "w": (rng.normal(size=4) / 2).astype(np.float32),
+              "b": np.asarray(rng.normal(), np.float32)}
+    batches = [make_batch(rng, 3, n, 10) for n in SAMPLE_LENGTHS]
+    lrs = [0.1 / (1.0 + 0.05 * t) for t in range(len(batches))]
+    return {"params": params, "batches": batches, "lrs": lrs}
 
 
 def sample_run(submission, seed):
     """One small training run shared by the public checks: (case, probe output)."""
-    if _RUN.get("submission") is not submission or _RUN.get("seed") != seed:
-        rng = np.random.default_rng([seed, zlib.crc32(b"ex02-public-sample-run")])
-        params = {"embed": rng.normal(size=(10, 4)).astype(np.float32),
-                  "w": (rng.normal(size=4) / 2).astype(np.float32),
-                  "b": np.asarray(rng.normal(), np.float32)}
-        batches = [make_batch(rng, 3, n, 10) for n in SAMPLE_LENGTHS]
-        lrs = [0.1 / (1.0 + 0.05 * t) for t in range(len(batches))]
-        case = {"params": params, "batches": batches, "lrs": lrs}
-        try:
-            out = submission.probe("ex02_retrace:train_loop", params, batches, BUCKETS, lrs)
-            _RUN.update(submission=submission, seed=seed, result=(case, out, None))
-        except SubmissionError as exc:
-            _RUN.update(submission=submission, seed=seed, result=(case, None, exc))
-    case, out, error = _RUN["result"]
-    if error is not None:
-        raise error
-    return case, out
+    return shared_training_run(_RUN, submission, seed, draw_sample, BUCKETS)
 
 
 def test_pads_to_bucket(submission, rng):

@@ -7,7 +7,8 @@ look at the jaxpr of `scan_version` (a `scan`, no `while`, and no growth with ma
 
 import numpy as np
 
-from grader.feedback import CheckFailed, describe, expect_array, expect_close
+from grader.checks.ex05_loops import unpack, weighted_grads
+from grader.feedback import CheckFailed, expect_close
 
 # The fixed inputs of these public checks.
 THETA = np.asarray(0.6, dtype=np.float32)
@@ -16,22 +17,6 @@ WEIGHTS = np.array([1.0, -2.0, 0.5, 3.0], dtype=np.float32)
 MAX_STEPS = 24
 
 # --- trusted copy of the stub's iteration (the check does not trust the learner's copy) ---
-TOL = 1e-3
-
-
-def unpack(out, n, what="scan_version(theta, x, max_steps)"):
-    """(z, n_steps) from the learner's answer, or a CheckFailed that says what is off."""
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise CheckFailed(f"{what} should return a pair (z, n_steps)", measured=describe(out),
-                          expected="a tuple of 2: z as f32[n] and n_steps as an integer scalar",
-                          hint="end with `return z, n_steps`, like while_version")
-    z = expect_array(out[0], shape=(n,), dtype="float32", what=f"z (the first output of {what})")
-    steps = out[1]
-    if not (isinstance(steps, np.ndarray) and steps.shape == () and np.issubdtype(steps.dtype, np.integer)):
-        raise CheckFailed(f"n_steps (the second output of {what}) should be an integer scalar",
-                          measured=describe(steps), expected="i32[]",
-                          hint="carry the counter as jnp.int32 and update it with jnp.where, as the state is")
-    return z, int(steps)
 
 
 def test_matches_while_version_small(submission, truth):
@@ -65,14 +50,13 @@ def test_grad_works_small(submission, truth):
         )
     # Forward mode goes through lax.while_loop; reverse mode (jax.grad) does not.
     fwd = truth.probe("ex05_loops:forward_derivatives", THETA, X, MAX_STEPS)
-    j_theta, j_x = fwd["j_theta"], fwd["j_x"]
-    w = WEIGHTS.astype(np.float64)
-    expect_close(np.asarray(got["grad_theta"]), np.float32(w @ np.asarray(j_theta, np.float64)),
+    ref_theta, ref_x = weighted_grads(WEIGHTS, fwd["j_theta"], fwd["j_x"])
+    expect_close(np.asarray(got["grad_theta"]), ref_theta,
                  rtol=1e-4, atol=1e-5, reveal=True,
                  what="jax.grad of sum(w * z) with respect to theta",
                  hint="make the values match first; then compare with jax.jacfwd of while_version, and do not "
                       "lax.stop_gradient the state (the frozen z still carries the earlier steps' gradient)")
-    expect_close(np.asarray(got["grad_x"]), (w @ np.asarray(j_x, np.float64)).astype(np.float32),
+    expect_close(np.asarray(got["grad_x"]), ref_x,
                  rtol=1e-4, atol=1e-5, reveal=True,
                  what="jax.grad of sum(w * z) with respect to x",
                  hint="make the values match first; then compare with jax.jacfwd of while_version, and do not "

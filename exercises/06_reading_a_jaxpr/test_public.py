@@ -8,11 +8,10 @@ check every reading answer against the jaxprs of the installed JAX.
 import jax
 import jax.numpy as jnp
 import pytest
-from jax import lax
 
 from grader import ir
+from grader.checks.ex06_jaxpr import expect_x64_off, first_holder, trace
 from grader.feedback import CheckFailed
-from grader.jaxcompat import jaxprs_in_params
 
 # The stub's example functions, written out here so the check does not trust your copy.
 EXAMPLES = {
@@ -43,22 +42,13 @@ def example_branch(x):
 }
 
 
-def trace(source, name, specs):
-    namespace = {"jax": jax, "jnp": jnp, "lax": lax}
-    exec(compile(source, f"<{name}>", "exec"), namespace)
-    return jax.make_jaxpr(namespace[name])(*[jax.ShapeDtypeStruct(tuple(s), d) for s, d in specs])
-
-
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_counts_example_functions(submission, name):
     source, specs = EXAMPLES[name]
     got = submission.probe("ex06_jaxpr:count_in_source", source, name, specs)
     truth = ir.primitive_counts(trace(source, name, specs))
     what = f"count_primitives(jax.make_jaxpr({name})(...))"
-    if got.get("x64"):
-        raise CheckFailed("your file turns on jax_enable_x64, which changes the jaxprs being counted",
-                          measured="jax_enable_x64 = True", expected="the default, False",
-                          hint="remove jax.config.update('jax_enable_x64', True) from your file")
+    expect_x64_off(got)
     counts = got["counts"]
     if counts is None:
         raise CheckFailed(f"{what} should return a dict with str keys",
@@ -112,10 +102,6 @@ def test_answers_are_well_formed(submission):
                               hint="names are strings such as 'add'; counts are ints")
 
 
-def _eqn_holding_a_call(jaxpr):
-    return next(e for e in jaxpr.eqns if any(True for _ in jaxprs_in_params(e.params)))
-
-
 def test_reads_nested_call_and_relu(submission):
     got = learner_answers(submission)
     if not isinstance(got, dict):
@@ -127,7 +113,7 @@ def test_reads_nested_call_and_relu(submission):
         return 2.0 * v
 
     truth = {
-        "nested_call_primitive": _eqn_holding_a_call(jax.make_jaxpr(lambda v: _double(v) + 1.0)(x).jaxpr).primitive.name,
+        "nested_call_primitive": first_holder(jax.make_jaxpr(lambda v: _double(v) + 1.0)(x).jaxpr).primitive.name,
         "relu_primitive": jax.make_jaxpr(jax.nn.relu)(x).jaxpr.eqns[0].primitive.name,
     }
     for key, right in truth.items():

@@ -14,21 +14,9 @@ import zlib
 import numpy as np
 import pytest
 
+from grader.checks.ex01_recompile import as_count, expected_score, mode_of
 from grader.feedback import CheckFailed, expect_array, expect_close
 from grader.testing import expect_compiles
-
-# ---------------------------------------------------------------------------------------
-# Measuring the truth
-# ---------------------------------------------------------------------------------------
-
-def as_count(value, what):
-    if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "iu":
-        value = int(value)
-    if type(value) is not int:
-        raise CheckFailed(f"{what} should return a Python int", measured=f"a {type(value).__name__}",
-                          expected="an int", hint="return len(...) of your set of cache keys")
-    return value
-
 
 # ---------------------------------------------------------------------------------------
 # Drawing call sequences.  A call is held as a state
@@ -430,19 +418,6 @@ def test_predicts_random_sequences(submission, truth, rng):
 SERVE_MODES = ("probs", "logz", "entropy")
 
 
-def reference_score(logits, temperature, shift, mode):
-    z = (np.asarray(logits, np.float64) + float(shift)) / temperature
-    m = z.max(axis=-1, keepdims=True)
-    e = np.exp(z - m)
-    s = e.sum(axis=-1, keepdims=True)
-    p = e / s
-    if mode == "probs":
-        return p
-    if mode == "logz":
-        return (m + np.log(s))[..., 0]
-    return -(p * np.log(p)).sum(axis=-1)
-
-
 def draw_workload(rng):
     """Requests over 2 shapes x 2-3 modes; every (shape, mode) pair sees shift both as a Python
     float and as an array, and mode both positionally and by keyword."""
@@ -483,10 +458,8 @@ def workload(submission, seed):
 def test_workload_outputs_correct(workload):
     requests, _, result = workload
     for req, out in zip(requests, result["outputs"]):
-        args, kwargs = req["args"], req["kwargs"]
-        mode = args[3] if len(args) > 3 else kwargs["mode"]
-        expected = reference_score(args[0], args[1], args[2], mode).astype(np.float32)
-        what = f"score(...) in mode {mode!r}"
+        expected = expected_score(req)
+        what = f"score(...) in mode {mode_of(req['args'], req['kwargs'])!r}"
         out = expect_array(out, shape=expected.shape, dtype="float32", what=what)
         expect_close(out, expected, rtol=1e-4, atol=1e-5, what=what,
                      hint="z = (logits + shift) / temperature; probs = softmax(z), logz = logsumexp(z), "

@@ -4,42 +4,21 @@ One run is shared by the four checks (compiles are the expensive part): a model 
 size, 14 batches of random batch size whose 14 distinct lengths touch every bucket of
 BUCKETS = (8, 16, 32, 64) and end strictly inside each bucket range at least once, and a
 decaying learning rate.  The probe ``ex02_retrace:train_loop`` pads and steps through the
-batches in the learner's process, recording compiles; the references here are plain
-NumPy (float64, hand-written gradient) on the UNPADDED batches.
+batches in the learner's process, recording compiles; the references
+(``grader/checks/ex02_retrace.py``) are plain NumPy (float64, hand-written gradient) on
+the UNPADDED batches.
 """
 
 import zlib
 
 import numpy as np
 
+from grader.checks.ex02_retrace import bucket_of, compile_report, reference_step, shared_training_run
 from grader.feedback import CheckFailed, describe
-from grader.sandbox.client import SubmissionError
-from grader.testing import attributed, cache_miss_reasons, changed_arguments, learner_misses, short_signature
+from grader.testing import attributed
 
 BUCKETS = (8, 16, 32, 64)
 N_STEPS = 14
-
-
-# --- the model, written out here so the checks do not trust the learner's copy ----------
-def reference_step(params, tokens, targets, lr):
-    """Loss of an UNPADDED batch and the SGD update, in float64 with a hand-written gradient."""
-    embed = np.asarray(params["embed"], np.float64)
-    w = np.asarray(params["w"], np.float64)
-    b = float(np.asarray(params["b"]))
-    hidden = np.tanh(embed[tokens])                       # [B, L, D]
-    err = hidden @ w + b - np.asarray(targets, np.float64)  # [B, L]
-    loss = float(np.mean(err ** 2))
-    d_pred = 2.0 * err / err.size
-    g_w = np.einsum("bl,bld->d", d_pred, hidden)
-    g_b = float(d_pred.sum())
-    d_pre = d_pred[..., None] * w * (1.0 - hidden ** 2)
-    g_embed = np.zeros_like(embed)
-    np.add.at(g_embed, tokens, d_pre)
-    return loss, {"embed": embed - lr * g_embed, "w": w - lr * g_w, "b": np.float64(b - lr * g_b)}
-
-
-def bucket_of(length, buckets):
-    return min(b for b in buckets if b >= length)
 
 
 def draw_case(rng):
@@ -63,22 +42,16 @@ def draw_case(rng):
     return {"params": params, "batches": batches, "lengths": lengths, "lrs": lrs}
 
 
+def draw_training_case(seed):
+    return draw_case(np.random.default_rng([seed, zlib.crc32(b"ex02-hidden-training-run")]))
+
+
 _RUN: dict = {}  # the last run: {'submission': ..., 'seed': ..., 'result': (case, out, error)}
 
 
 def training_run(submission, seed):
     """The shared run: (case, probe output).  A submission error is re-raised in every check."""
-    if _RUN.get("submission") is not submission or _RUN.get("seed") != seed:
-        case = draw_case(np.random.default_rng([seed, zlib.crc32(b"ex02-hidden-training-run")]))
-        try:
-            out = submission.probe("ex02_retrace:train_loop", case["params"], case["batches"], BUCKETS, case["lrs"])
-            _RUN.update(submission=submission, seed=seed, result=(case, out, None))
-        except SubmissionError as exc:
-            _RUN.update(submission=submission, seed=seed, result=(case, None, exc))
-    case, out, error = _RUN["result"]
-    if error is not None:
-        raise error
-    return case, out
+    return shared_training_run(_RUN, submission, seed, draw_training_case, BUCKETS)
 
 
 # --- shared judging helpers ----------------------------------------------------------------
@@ -151,26 +124,6 @@ def as_loss(x, what):
 
 def params_before(case, out, t):
     return case["params"] if t == 0 else out["params"][t - 1]
-
-
-def compile_report(record, names, n_steps, n_buckets):
-    count, events, _ = attributed(record, names)
-    lines = [f"{count} compilation(s) of functions defined in your file over {n_steps} training steps "
-             f"whose batches fall into {n_buckets} bucket{'s' if n_buckets != 1 else ''}"]
-    for i, e in enumerate(events[:5], 1):
-        sig = short_signature(e["signature"]) if e["signature"] else "?"
-        lines.append(f"compile {i}: jit({e['name']}) with ({sig})")
-    if len(events) > 5:
-        lines.append(f"... and {len(events) - 5} more")
-    # The run's first compile is needed (a new function or a new model size): explain the retraces after it.
-    misses = learner_misses(record, names)[1:]
-    reasons = cache_miss_reasons({"cache_misses": misses}, limit=2)
-    if reasons:
-        lines.append("JAX says (jax_explain_cache_misses): " + " | ".join(reasons))
-    changed = changed_arguments(misses)
-    if changed:
-        lines.append("arguments JAX names as changing between calls: " + "; ".join(changed))
-    return "\n".join(lines)
 
 
 # --- the checks ----------------------------------------------------------------------------

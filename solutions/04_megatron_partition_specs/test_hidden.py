@@ -13,12 +13,12 @@ import zlib
 import numpy as np
 import pytest
 
+from grader.checks.ex04_megatron import expect_on_given_mesh, expect_placed, mlp_reference, where
 from grader.feedback import CheckFailed, expect_array, expect_close
 from grader.ir import collective_counts
 
 PRIMARY_MESH = (2, 4)
 SECOND_MESHES = ((4, 2), (1, 8), (8, 1))
-NAMES = ("x", "w1", "w2")
 F32_BYTES = 4
 # Megatron layout: which mesh axis splits each array dimension (None: not split).
 LAYOUT = {"x": ("data", None), "w1": (None, "model"), "w2": ("model", None), "out": ("data", None)}
@@ -54,10 +54,6 @@ def second(submission, seed):
 
 
 # --- reading the measurements -------------------------------------------------------------
-
-def where(mesh_shape):
-    return f"on the {mesh_shape[0]}x{mesh_shape[1]} mesh"
-
 
 def expected_blocks(shape, axes, result):
     """Device id -> [[start, stop] per dimension] that ``axes`` implies on the grader's mesh."""
@@ -101,55 +97,6 @@ def describe_expected(axes, mesh_shape):
     return ", ".join(parts)
 
 
-def expect_on_given_mesh(name, record, mesh_shape):
-    axes = record["mesh_axes"]
-    given = {"data": mesh_shape[0], "model": mesh_shape[1]}
-    if axes is not None and axes != given:
-        raise CheckFailed(
-            f"{where(mesh_shape)}: {name} sits on a mesh of shape {axes}, not on the mesh passed to shard_inputs",
-            measured=record["text"], expected=f"a NamedSharding over the given mesh {given}",
-            hint="build every NamedSharding from the `mesh` argument; do not build a mesh of your own or assume "
-                 "its shape: the grader calls shard_inputs with more than one mesh shape",
-        )
-
-
-def expect_placed(result, mesh_shape):
-    """shard_inputs returned three JAX arrays, unchanged, spread over the devices of the given mesh."""
-    returned = result["returned"]
-    items = returned["items"]
-    if items is None or len(items) != 3:
-        raise CheckFailed(
-            "shard_inputs should return the three arrays (x, w1, w2)",
-            measured=f"it returned a {returned['type']}" + ("" if items is None else f" of {len(items)} values"),
-            expected="a tuple of three jax.Arrays", hint="return (x, w1, w2) after placing each one",
-        )
-    for name, item in zip(NAMES, items):
-        if not item["is_jax_array"]:
-            raise CheckFailed(
-                f"shard_inputs returned {name} as a {item['type']}, not as a jax.Array placed on the mesh",
-                measured=item["type"], expected="jax.Array",
-                hint="jax.device_put(array, NamedSharding(mesh, spec)) returns the placed jax.Array",
-            )
-    for name, kept in zip(NAMES, result["values_kept"]):
-        if not kept:
-            raise CheckFailed(
-                f"shard_inputs changed {name}: its values, shape or dtype differ from what was passed in",
-                measured=f"{name} changed", expected=f"{name} unchanged (only its placement changes)",
-                hint="placing an array must not transpose, cast or modify it",
-            )
-    mesh_ids = {i for row in result["mesh"]["device_ids"] for i in row}
-    for name, record in zip(NAMES, result["inputs"]):
-        ids = {b[0] for b in record["blocks"]}
-        if ids != mesh_ids:
-            raise CheckFailed(
-                f"{where(mesh_shape)}: {name} is not spread over the mesh you were given",
-                measured=f"{name} lives on {len(ids)} device(s)",
-                expected=f"every input on all {len(mesh_ids)} devices of the mesh",
-                hint="build each NamedSharding from the `mesh` argument of shard_inputs and jax.device_put with it",
-            )
-        expect_on_given_mesh(name, record, mesh_shape)
-
-
 def expect_layout(name, record, axes, mesh_shape, result, hint):
     expect_on_given_mesh(name, record, mesh_shape)
     if measured_blocks(record) != expected_blocks(record["global_shape"], axes, result):
@@ -167,7 +114,7 @@ def check_numerics(mesh_shape, arrays, result):
     x, w1, w2 = arrays
     what = f"mlp(x, w1, w2) {where(mesh_shape)}"
     out = expect_array(result["output"], shape=(x.shape[0], w2.shape[1]), dtype="float32", what=what)
-    reference = np.maximum(x.astype(np.float64) @ w1, 0.0) @ w2
+    reference = mlp_reference(x, w1, w2)
     expect_close(out, reference, rtol=1e-4, atol=1e-4, what=what,
                  hint="the layout must not change the numbers: keep mlp as given and place the arrays unchanged")
 

@@ -17,10 +17,10 @@ both `grad_works_and_matches_forward` and `uses_scan_not_while` fail.
 import numpy as np
 import pytest
 
-from grader.feedback import CheckFailed, describe, expect_array, expect_close
+from grader.checks.ex05_loops import unpack, weighted_grads
+from grader.feedback import CheckFailed, expect_array, expect_close
 from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
 
-TOL = 1e-3
 MAX_STEPS = 24  # above what the drawn inputs need (at most 18 steps; they are redrawn otherwise).
 # Kept small on purpose: a Python-unrolled submission must still grade in seconds.
 GRAD_SIZE = 4  # the public checks' size: the (costly) gradient compile is shared with them
@@ -75,21 +75,6 @@ def draw_capped(rng, n):
         if run_while(theta, x, MAX_STEPS)[1] > max_steps + 1:
             return theta, x, max_steps
     raise RuntimeError("could not draw a capped input")
-
-
-def unpack(out, n, what="scan_version(theta, x, max_steps)"):
-    """(z, n_steps) from the learner's answer, or a CheckFailed that says what is off."""
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise CheckFailed(f"{what} should return a pair (z, n_steps)", measured=describe(out),
-                          expected="a tuple of 2: z as f32[n] and n_steps as an integer scalar",
-                          hint="end with `return z, n_steps`, like while_version")
-    z = expect_array(out[0], shape=(n,), dtype="float32", what=f"z (the first output of {what})")
-    steps = out[1]
-    if not (isinstance(steps, np.ndarray) and steps.shape == () and np.issubdtype(steps.dtype, np.integer)):
-        raise CheckFailed(f"n_steps (the second output of {what}) should be an integer scalar",
-                          measured=describe(steps), expected="i32[]",
-                          hint="carry the counter as jnp.int32 and update it with jnp.where, as the state is")
-    return z, int(steps)
 
 
 def agrees(submission, theta, x, max_steps) -> tuple[bool, bool, int, int]:
@@ -156,16 +141,15 @@ def test_grad_works_and_matches_forward(submission, rng):
                 hint="reverse mode cannot go through lax.while_loop (nor lax.fori_loop whose bounds are traced "
                      "values); use lax.scan with length=max_steps and freeze the finished state with jnp.where",
             )
-        j_theta, j_x = forward_derivatives(theta, x)
-        w = weights.astype(np.float64)
+        ref_theta, ref_x = weighted_grads(weights, *forward_derivatives(theta, x))
         hint = ("jax.grad of your function should equal jax.jacfwd of while_version: do not lax.stop_gradient "
                 "the state (the frozen state still carries the gradient of the steps before it), and make the "
                 "result itself match while_version first")
         g_theta = expect_array(got["grad_theta"], shape=(), what="the gradient with respect to theta")
         g_x = expect_array(got["grad_x"], shape=x.shape, what="the gradient with respect to x")
-        expect_close(g_theta, np.float32(w @ np.asarray(j_theta, np.float64)), rtol=1e-4, atol=1e-5,
+        expect_close(g_theta, ref_theta, rtol=1e-4, atol=1e-5,
                      what="jax.grad of sum(w * z) with respect to theta", hint=hint)
-        expect_close(g_x, (w @ np.asarray(j_x, np.float64)).astype(np.float32), rtol=1e-4, atol=1e-5,
+        expect_close(g_x, ref_x, rtol=1e-4, atol=1e-5,
                      what="jax.grad of sum(w * z) with respect to x", hint=hint)
 
 

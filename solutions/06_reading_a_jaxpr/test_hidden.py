@@ -11,6 +11,7 @@ from jax import lax
 from jax.extend.core import ClosedJaxpr
 
 from grader import ir
+from grader.checks.ex06_jaxpr import expect_x64_off, first_holder, trace
 from grader.feedback import CheckFailed
 from grader.jaxcompat import jaxprs_in_params
 
@@ -163,12 +164,6 @@ def random_function(rng, **kwargs):
     return FunctionWriter(rng, **kwargs).function(force), [[[n], "float32"], [[n, n], "float32"]]
 
 
-def trace(source, specs):
-    namespace = {"jax": jax, "jnp": jnp, "lax": lax}
-    exec(compile(source, "<generated>", "exec"), namespace)
-    return jax.make_jaxpr(namespace["f"])(*[jax.ShapeDtypeStruct(tuple(s), d) for s, d in specs])
-
-
 # --------------------------------------------------------------------------------------
 # Judging counts, with a diagnosis of the usual mistakes (computed here, never shown raw)
 # --------------------------------------------------------------------------------------
@@ -231,10 +226,7 @@ def diagnose(counts, closed):
 
 
 def judge_counts(got, closed, what):
-    if got.get("x64"):
-        raise CheckFailed("your file turns on jax_enable_x64, which changes the jaxprs being counted",
-                          measured="jax_enable_x64 = True", expected="the default, False",
-                          hint="remove jax.config.update('jax_enable_x64', True) from your file")
+    expect_x64_off(got)
     counts = got["counts"]
     if counts is None:
         raise CheckFailed(f"count_primitives should return a dict with str keys ({what})",
@@ -266,8 +258,8 @@ def judge_counts(got, closed, what):
 def test_counts_nested_primitives(submission, rng, case):
     source, specs = random_function(np.random.default_rng([int(rng.integers(2**31)), case]))
     got = submission.probe("ex06_jaxpr:count_in_source", source, "f", specs)
-    judge_counts(got, trace(source, specs), "a function nesting jit, scan, cond, while, checkpoint, custom_jvp/"
-                                            "custom_vjp and vmap in random ways")
+    judge_counts(got, trace(source, "f", specs), "a function nesting jit, scan, cond, while, checkpoint, "
+                                                 "custom_jvp/custom_vjp and vmap in random ways")
 
 
 @pytest.mark.parametrize("kind", list(DESCRIBE))
@@ -275,7 +267,7 @@ def test_counts_inside_every_construct(submission, rng, kind):
     rng = np.random.default_rng([int(rng.integers(2**31)), list(DESCRIBE).index(kind)])
     source, specs = random_function(rng, force=kind, max_depth=1, constructs=("jit",))
     got = submission.probe("ex06_jaxpr:count_in_source", source, "f", specs)
-    judge_counts(got, trace(source, specs), f"a function built around {DESCRIBE[kind]}")
+    judge_counts(got, trace(source, "f", specs), f"a function built around {DESCRIBE[kind]}")
 
 
 # --------------------------------------------------------------------------------------
@@ -337,13 +329,9 @@ def _producer(jaxpr, var):
     return next(e for e in jaxpr.eqns if any(o is var for o in e.outvars))
 
 
-def _first_holder(jaxpr):
-    return next(e for e in jaxpr.eqns if any(True for _ in jaxprs_in_params(e.params)))
-
-
 def _holder_name(make):
     """The primitive a higher-order construct shows as, measured on a tiny function."""
-    return _first_holder(_outer(make, _f32(3))).primitive.name
+    return first_holder(_outer(make, _f32(3))).primitive.name
 
 
 def truth_of(key):
@@ -352,7 +340,7 @@ def truth_of(key):
         inner = next(iter(jaxprs_in_params(_producer(clip, clip.outvars[0]).params)))
         return _producer(inner, inner.outvars[0]).primitive.name
     if key == "nested_call_primitive":
-        return _first_holder(_outer(calls_helper, _f32(4))).primitive.name
+        return first_holder(_outer(calls_helper, _f32(4))).primitive.name
     if key == "relu_primitive":
         eqns = _outer(activation, _f32(4)).eqns
         return eqns[0].primitive.name
@@ -365,7 +353,7 @@ def truth_of(key):
         cond_name = _holder_name(lambda v: lax.cond(v[0] > 0, jnp.sin, jnp.cos, v))
         return ir.primitive_counts(jax.make_jaxpr(branchy, static_argnums=1)(_f32(4), True)).get(cond_name, 0)
     if key == "scan_body_eqns":
-        body = next(iter(jaxprs_in_params(_first_holder(_outer(running_total, _f32(5))).params)))
+        body = next(iter(jaxprs_in_params(first_holder(_outer(running_total, _f32(5))).params)))
         return len(body.eqns)
     raise KeyError(key)
 

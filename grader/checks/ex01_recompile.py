@@ -1,0 +1,49 @@
+"""Exercise 1 (counting recompilations): reading ``predict_compiles``' answers and the
+float64 reference of ``score``, shared by the public and the hidden checks.  NumPy only,
+no JAX (the true compile counts are measured in the clean worker)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grader.feedback import CheckFailed
+
+
+def as_count(value, what):
+    """``value`` as a Python int (a 0-d integer array is accepted), or a CheckFailed."""
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "iu":
+        value = int(value)
+    if type(value) is not int:
+        raise CheckFailed(f"{what} should return a Python int", measured=f"a {type(value).__name__}",
+                          expected="an int such as 2", hint="return len(...) of your set of cache keys")
+    return value
+
+
+# ---------------------------------------------------------------------------------------
+# Part B: score(logits, temperature, shift, mode)
+# ---------------------------------------------------------------------------------------
+
+def reference_score(logits, temperature, shift, mode):
+    """The stub's ``score`` in float64 NumPy: probs, logz or (any other mode) entropy of
+    softmax((logits + shift) / temperature) along the last axis."""
+    z = (np.asarray(logits, np.float64) + float(shift)) / temperature
+    m = z.max(axis=-1, keepdims=True)
+    e = np.exp(z - m)
+    s = e.sum(axis=-1, keepdims=True)
+    p = e / s
+    if mode == "probs":
+        return p
+    if mode == "logz":
+        return (m + np.log(s))[..., 0]
+    return -(p * np.log(p)).sum(axis=-1)
+
+
+def mode_of(args, kwargs):
+    """The mode a request to ``score`` asks for, passed positionally (4th) or by keyword."""
+    return args[3] if len(args) > 3 else kwargs["mode"]
+
+
+def expected_score(request):
+    """What ``score(*request['args'], **request['kwargs'])`` should return, as float32."""
+    args, kwargs = request["args"], request["kwargs"]
+    return reference_score(args[0], args[1], args[2], mode_of(args, kwargs)).astype(np.float32)

@@ -1,0 +1,74 @@
+"""Exercise 2 (diagnosing retraces): the float64 reference of one training step, the
+shared training run and the compile report, shared by the public and the hidden checks.
+NumPy only, no JAX."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grader.sandbox.client import SubmissionError
+from grader.testing import attributed, cache_miss_reasons, changed_arguments, learner_misses, short_signature
+
+
+# --- the model, written out here so the checks do not trust the learner's copy ----------
+def reference_step(params, tokens, targets, lr):
+    """Loss of an UNPADDED batch and the SGD update of the stub's model, in float64 with a
+    hand-written gradient."""
+    embed = np.asarray(params["embed"], np.float64)
+    w = np.asarray(params["w"], np.float64)
+    b = float(np.asarray(params["b"]))
+    hidden = np.tanh(embed[tokens])                       # [B, L, D]
+    err = hidden @ w + b - np.asarray(targets, np.float64)  # [B, L]
+    loss = float(np.mean(err ** 2))
+    d_pred = 2.0 * err / err.size
+    g_w = np.einsum("bl,bld->d", d_pred, hidden)
+    g_b = float(d_pred.sum())
+    d_pre = d_pred[..., None] * w * (1.0 - hidden ** 2)
+    g_embed = np.zeros_like(embed)
+    np.add.at(g_embed, tokens, d_pre)
+    return loss, {"embed": embed - lr * g_embed, "w": w - lr * g_w, "b": np.float64(b - lr * g_b)}
+
+
+def bucket_of(length, buckets):
+    """The smallest bucket length that holds ``length``."""
+    return min(b for b in buckets if b >= length)
+
+
+# --- the training run a check file's checks share --------------------------------------
+def shared_training_run(cache, submission, seed, draw_case, buckets):
+    """(case, probe output) of one ``ex02_retrace:train_loop`` run, done once per submission
+    and seed and kept in ``cache`` (a dict of the calling check file): the compiles are the
+    expensive part.  ``draw_case(seed)`` gives {'params', 'batches', 'lrs', ...}.  A
+    submission error is kept too and raised again in every check that asks."""
+    if cache.get("submission") is not submission or cache.get("seed") != seed:
+        case = draw_case(seed)
+        try:
+            out = submission.probe("ex02_retrace:train_loop", case["params"], case["batches"], buckets, case["lrs"])
+            cache.update(submission=submission, seed=seed, result=(case, out, None))
+        except SubmissionError as exc:
+            cache.update(submission=submission, seed=seed, result=(case, None, exc))
+    case, out, error = cache["result"]
+    if error is not None:
+        raise error
+    return case, out
+
+
+def compile_report(record, names, n_steps, n_buckets):
+    """The learner's compiles over a training run, with JAX's own reasons for the retraces."""
+    count, events, _ = attributed(record, names)
+    lines = [f"{count} compilation(s) of functions defined in your file over {n_steps} training steps "
+             f"whose batches fall into {n_buckets} bucket{'s' if n_buckets != 1 else ''}"]
+    for i, e in enumerate(events[:5], 1):
+        sig = short_signature(e["signature"]) if e["signature"] else "?"
+        lines.append(f"compile {i}: jit({e['name']}) with ({sig})")
+    if len(events) > 5:
+        lines.append(f"... and {len(events) - 5} more")
+    # The run's first compile is needed (a new function or a new model size): explain the retraces after it.
+    misses = learner_misses(record, names)[1:]
+    reasons = cache_miss_reasons({"cache_misses": misses}, limit=2)
+    if reasons:
+        lines.append("JAX says (jax_explain_cache_misses): " + " | ".join(reasons))
+    changed = changed_arguments(misses)
+    if changed:
+        lines.append("arguments JAX names as changing between calls: " + "; ".join(changed))
+    return "\n".join(lines)
