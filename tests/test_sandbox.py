@@ -141,9 +141,11 @@ def test_compile_counts_are_the_same_with_a_warm_compile_cache(tmp_path, monkeyp
     monkeypatch.delenv("GRADER_NO_CACHE")
     src = "import jax\n@jax.jit\ndef f(x):\n    return x * 2\n"
     calls = [{"args": [np.zeros(n, np.float32)]} for n in (3, 3, 4)]
-    counts = []
+    counts, entries = [], []
     for _ in range(2):  # the second sandbox finds both programs in the persistent cache
         with sandbox_for(tmp_path, src) as sb:
             counts.append(sb.probe("generic:count_compiles", "f", calls)["compiles"]["by_name"]["f"])
+        entries.append(sorted(p.name for p in (tmp_path / "cache").rglob("*") if p.is_file() and p.name[0] != "."))
     assert counts == [2, 2]
-    assert any((tmp_path / "cache").rglob("*")), "the persistent cache was not written"
+    assert entries[0], "the persistent cache was not written"
+    assert entries[1] == entries[0], "the second run should have hit the cache, not written new entries"
