@@ -131,6 +131,7 @@ def test_cli_list_json(cli_course):
     data = json.loads(result.output)
     assert data["exercises"][0] == {"number": 1, "slug": "double", "title": "Double it",
                                     "files": ["exercises/01_double/double.py"], "max_score": 4}
+    assert [e["number"] for e in data["exercises"]] == [1, 2]
 
 
 def test_cli_unknown_exercise_is_a_usage_error(cli_course):
@@ -154,8 +155,26 @@ def test_cli_grades_another_submission(cli_course, tmp_path):
     fork = tmp_path / "fork"
     (fork / "exercises" / "01_double").mkdir(parents=True)
     shutil.copy(cli_course / "solutions" / "01_double" / "double.py", fork / "exercises" / "01_double")
+    (fork / "exercises" / "02_triple").mkdir(parents=True)
+    shutil.copy(cli_course / "solutions" / "02_triple" / "triple.py", fork / "exercises" / "02_triple")
     result = invoke("all", "--submission", str(fork), "--json")
-    assert result.exit_code == 0 and json.loads(result.output)["score"] == 4
+    assert result.exit_code == 0 and json.loads(result.output)["score"] == 6
+
+
+def test_a_hang_in_one_exercise_costs_only_that_exercise(cli_course, tmp_path):
+    fork = tmp_path / "fork"
+    (fork / "exercises" / "01_double").mkdir(parents=True)
+    (fork / "exercises" / "02_triple").mkdir(parents=True)
+    (fork / "exercises" / "01_double" / "double.py").write_text("def double(x):\n    while True:\n        pass\n")
+    shutil.copy(cli_course / "solutions" / "02_triple" / "triple.py", fork / "exercises" / "02_triple")
+    cli_course.joinpath("exercises", "manifest.toml").write_text(
+        cli_course.joinpath("exercises", "manifest.toml").read_text().replace("timeout_s = 20", "timeout_s = 3"))
+    result = invoke("all", "--submission", str(fork), "--json")
+    data = json.loads(result.output)
+    assert result.exit_code == 1
+    first, second = data["exercises"]
+    assert first["score"] == 0 and "ran out of time" in first["checks"][0]["message"]
+    assert second["score"] == second["max_score"] == 2
 
 
 def test_cli_terminal_report_names_checks_and_seed(cli_course):
