@@ -168,7 +168,7 @@ def test_a_hang_in_one_exercise_costs_only_that_exercise(cli_course, tmp_path):
     (fork / "exercises" / "01_double" / "double.py").write_text("def double(x):\n    while True:\n        pass\n")
     shutil.copy(cli_course / "solutions" / "02_triple" / "triple.py", fork / "exercises" / "02_triple")
     cli_course.joinpath("exercises", "manifest.toml").write_text(
-        cli_course.joinpath("exercises", "manifest.toml").read_text().replace("timeout_s = 20", "timeout_s = 3"))
+        cli_course.joinpath("exercises", "manifest.toml").read_text().replace("timeout_s = 20", "timeout_s = 3", 1))
     result = invoke("all", "--submission", str(fork), "--json")
     data = json.loads(result.output)
     assert result.exit_code == 1
