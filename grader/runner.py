@@ -156,7 +156,9 @@ def grade_parallel(manifest: Manifest, numbers: list[int], *, jobs: int | None =
     import multiprocessing
 
     t0 = time.monotonic()
-    ctx = multiprocessing.get_context("fork")  # nothing threaded has started in this process yet
+    # Forking is fastest and safe while this process runs no threads (the CLI never imports
+    # JAX); a caller that has JAX loaded (it starts threads) gets fresh interpreters instead.
+    ctx = multiprocessing.get_context("spawn" if "jax" in sys.modules else "fork")
     with cf.ProcessPoolExecutor(max_workers=min(jobs, len(numbers)), mp_context=ctx) as pool:
         parts = list(pool.map(functools.partial(_grade_one, manifest, kwargs), numbers))
     return dataclasses.replace(parts[0], exercises=tuple(e for p in parts for e in p.exercises),
