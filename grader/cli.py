@@ -61,6 +61,8 @@ def _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, v
         except KeyError as exc:
             raise click.UsageError(str(exc.args[0])) from None
     sub = Path(submission).resolve() if submission else course
+    if file is not None:
+        file = _materialize_fixture(manifest.get(numbers[0]), course, Path(file))
     try:
         run = runner.grade_parallel(manifest, numbers, jobs=jobs, course_root=course, submission_root=sub,
                                     module_overrides={numbers[0]: file} if file else None,
@@ -78,6 +80,24 @@ def _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, v
         render.print_run(run, verbose=verbose)
     ran = [c for e in run.exercises for c in e.checks if c.status != "not_run"]
     sys.exit(EXIT_OK if ran and all(c.passed for c in ran) else EXIT_FAILED)
+
+
+def _materialize_fixture(ex, course: Path, file: Path) -> Path:
+    """A fixture that holds only its mistake (``base`` in fixture.toml) is graded as base + mistake."""
+    from grader import verify
+
+    folder = file.resolve().parent
+    if not (folder / "fixture.toml").is_file():
+        return file
+    source = verify.fixture_source(ex, course, folder)
+    if source is None:
+        return file
+    import tempfile
+
+    out = Path(tempfile.gettempdir()) / f"grade-fixture-{ex.dir}-{folder.name}" / ex.module_file
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(source, encoding="utf-8")
+    return out
 
 
 _grading_options = [

@@ -5,7 +5,10 @@ For each exercise it grades, with the hidden checks on:
 * the reference solution          -> full marks;
 * the untouched stub              -> 0, every check saying "not implemented";
 * each ``fixtures/<dir>/<name>/`` -> kind "wrong": each check in ``must_fail`` loses its
-                                     points; kind "cheat": 0 in total;
+                                     points; kind "cheat": 0 in total.  A fixture with
+                                     ``base = "solution"`` (or ``"stub"``) holds only the
+                                     mistake: its file is appended to that base, so the
+                                     definitions it holds replace the base's;
 * each generic cheat in ``fixtures/cheats/<trick>/`` applied to the stub -> 0 in total;
 
 and checks statically that every exercise has a statement, at least two hints, at least
@@ -40,7 +43,7 @@ class Case:
     must_fail: tuple[str, ...] = ()
     module_path: str = ""
     extra_files: tuple[str, ...] = ()  # files to copy beside the learner file (generic cheats)
-    append: str = ""  # code appended to the stub (generic cheats)
+    append: str = ""  # when set, the full learner source to grade (base + fixture, stub + cheat)
 
 
 @dataclasses.dataclass
@@ -80,6 +83,25 @@ def read_fixture(folder: Path) -> dict:
     return tomllib.loads((folder / "fixture.toml").read_text(encoding="utf-8"))
 
 
+BASES = {"solution": "solutions", "stub": "exercises"}
+
+
+def fixture_source(ex: Exercise, course: Path, folder: Path) -> str | None:
+    """The full learner file a fixture stands for, or ``None`` when its file is whole already.
+
+    ``base + "\n\n" + mistake``: later definitions win in Python, so the fixture's file only
+    needs the functions that differ -- the same way generic cheats are applied to stubs.
+    """
+    base = read_fixture(folder).get("base")
+    if base is None:
+        return None
+    if base not in BASES:
+        raise ValueError(f"{folder}/fixture.toml: base must be one of {sorted(BASES)}, not {base!r}")
+    base_text = (course / BASES[base] / ex.dir / ex.module_file).read_text(encoding="utf-8")
+    mistake = (folder / ex.module_file).read_text(encoding="utf-8")
+    return f"{base_text}\n\n# ---- the fixture's own code (fixtures/{ex.dir}/{folder.name}) ----\n{mistake}"
+
+
 def cases_for(ex: Exercise, course: Path) -> tuple[list[Case], list[str]]:
     problems = []
     stub = course / "exercises" / ex.dir / ex.module_file
@@ -100,6 +122,11 @@ def cases_for(ex: Exercise, course: Path) -> tuple[list[Case], list[str]]:
         meta = read_fixture(folder)
         kind = meta.get("kind")
         path = str(folder / ex.module_file)
+        try:
+            whole = fixture_source(ex, course, folder) or ""
+        except ValueError as exc:
+            problems.append(str(exc))
+            continue
         if kind == "wrong":
             must_fail = tuple(meta.get("must_fail", []))
             unknown = [m for m in must_fail if m not in check_names]
@@ -108,9 +135,10 @@ def cases_for(ex: Exercise, course: Path) -> tuple[list[Case], list[str]]:
                                 f"must name checks of the exercise")
                 continue
             wrong += 1
-            cases.append(Case(ex.number, f"fixture:{folder.name}", "must_fail", must_fail, module_path=path))
+            cases.append(Case(ex.number, f"fixture:{folder.name}", "must_fail", must_fail, module_path=path,
+                              append=whole))
         elif kind == "cheat":
-            cases.append(Case(ex.number, f"cheat:{folder.name}", "zero", module_path=path))
+            cases.append(Case(ex.number, f"cheat:{folder.name}", "zero", module_path=path, append=whole))
         else:
             problems.append(f"fixture {folder}: kind must be 'wrong' or 'cheat'")
     if wrong < MIN_WRONG_FIXTURES:

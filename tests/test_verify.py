@@ -1,0 +1,57 @@
+"""`grade verify` on the mini course: fixtures as base + mistake, and what it reports."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from grader import verify
+from grader.manifest import load
+
+MINI = Path(__file__).parent / "minicourse"
+
+
+@pytest.fixture
+def course(tmp_path):
+    dst = tmp_path / "course"
+    shutil.copytree(MINI, dst)
+    return dst
+
+
+def add_fixture(course, name, toml, code):
+    folder = course / "fixtures" / "01_double" / name
+    folder.mkdir(parents=True)
+    (folder / "fixture.toml").write_text(toml)
+    (folder / "double.py").write_text(code)
+    return folder
+
+
+def test_base_fixture_is_the_base_plus_the_mistake(course):
+    ex = load(course / "exercises" / "manifest.toml").get(1)
+    folder = add_fixture(course, "triples", 'base = "solution"\nkind = "wrong"\nmust_fail = ["doubles"]\n',
+                         "@jax.jit\ndef double(x):\n    return 3 * x\n")
+    source = verify.fixture_source(ex, course, folder)
+    assert source.startswith((course / "solutions" / "01_double" / "double.py").read_text())
+    assert source.rstrip().endswith("return 3 * x")
+    case = next(c for c in verify.cases_for(ex, course)[0] if c.label == "fixture:triples")
+    outcome = verify._run_case(str(course / "exercises" / "manifest.toml"), str(course), case)
+    assert outcome.ok and outcome.score == 0
+
+
+def test_uncaught_fixture_is_a_verify_failure(course):
+    ex = load(course / "exercises" / "manifest.toml").get(1)
+    add_fixture(course, "actually_right", 'base = "solution"\nkind = "wrong"\nmust_fail = ["doubles"]\n', "\n")
+    case = next(c for c in verify.cases_for(ex, course)[0] if c.label == "fixture:actually_right")
+    outcome = verify._run_case(str(course / "exercises" / "manifest.toml"), str(course), case)
+    assert not outcome.ok and "not caught by ['doubles']" in outcome.problem
+
+
+def test_static_problems_are_reported(course):
+    ex = load(course / "exercises" / "manifest.toml").get(1)
+    add_fixture(course, "bad_check", 'kind = "wrong"\nmust_fail = ["no_such_check"]\n', "x = 1\n")
+    add_fixture(course, "bad_base", 'base = "teacher"\nkind = "wrong"\nmust_fail = ["doubles"]\n', "x = 1\n")
+    _, problems = verify.cases_for(ex, course)
+    text = "\n".join(problems)
+    assert "no_such_check" in text and "base must be one of" in text
+    assert "known-wrong fixtures; at least 3 needed" in text
+    assert "no statement" in text  # the mini course has no README for its exercise
