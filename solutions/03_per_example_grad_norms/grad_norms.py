@@ -21,5 +21,5 @@ def per_example_grad_norms(params, xs, ys):
     grads = jax.vmap(jax.grad(example_loss), in_axes=(None, 0, 0))(params, xs, ys)
     # Every leaf now has a leading batch axis: square-sum the rest of each leaf, add the
     # leaves up, and take the root once.
-    squares = [jnp.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in jax.tree.leaves(grads)]
+    squares = [jnp.sum(jnp.square(leaf), axis=tuple(range(1, leaf.ndim))) for leaf in jax.tree.leaves(grads)]
     return jnp.sqrt(sum(squares))
