@@ -107,7 +107,7 @@ _grading_options = [
     click.option("--json", "as_json", is_flag=True, help="Print machine-readable results."),
     click.option("--public-only", is_flag=True, help="Run the public checks only, as learners' copies do."),
     click.option("--hidden", type=click.Path(exists=True, file_okay=False, path_type=Path),
-                 help="Folder holding <exercise dir>/test_hidden.py and the reference solutions (default: solutions/)."),
+                 help="Folder holding <exercise dir>/test_hidden.py (default: solutions/)."),
     click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and what your code printed."),
 ]
 

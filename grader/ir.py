@@ -56,8 +56,8 @@ def entry_computation(hlo_text: str) -> str:
     return rest if end < 0 else rest[: end + 3]
 
 
-def collective_counts(hlo_text: str, entry_only: bool = True) -> dict[str, int]:
+def collective_counts(hlo_text: str) -> dict[str, int]:
     """Collectives by opcode (``all-reduce``, ``all-gather``, ...) in the ENTRY computation."""
-    text = entry_computation(hlo_text) if entry_only else hlo_text
+    text = entry_computation(hlo_text)
     counts = Counter(m.group("op") for m in jaxcompat.COLLECTIVE_RE.finditer(text))
     return {op: counts.get(op, 0) for op in jaxcompat.COLLECTIVE_OPCODES}

@@ -24,8 +24,6 @@ CACHE_MISS_LOGGER = "jax._src.interpreters.partial_eval"
 COMPILE_FINISHED = re.compile(r"Finished XLA compilation of (?:jit|pjit)\((?P<name>.*?)\) in (?P<secs>[0-9.e-]+) sec")
 #: Logged before lowering; carries the argument signature we quote back to the learner.
 COMPILE_STARTED = re.compile(r"Compiling (?:jit|pjit)\((?P<name>.*?)\) with global shapes and types (?P<sig>.*?)\. Argument mapping")
-#: Tracing happened (a cache miss at the tracing level).
-TRACE_FINISHED = re.compile(r"Finished tracing (?P<name>.*?) for (?:jit|pjit) in")
 #: `jax_explain_cache_misses` messages start like this.
 CACHE_MISS_PREFIX = "TRACING CACHE MISS"
 
@@ -40,7 +38,6 @@ COLLECTIVE_RE = re.compile(
     r"\s(?P<op>all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)(?:-start)?\("
 )
 ENTRY_RE = re.compile(r"^ENTRY\s", re.MULTILINE)
-FUSION_KIND_RE = re.compile(r"\bfusion\(.*?kind=(?P<kind>k\w+)")
 
 # --- jaxpr --------------------------------------------------------------------------
 #: Primitive names of a nested jit call inside a jaxpr, newest first.
@@ -66,11 +63,25 @@ def unregister_duration_listener(listener) -> None:
         pass
 
 
-def enable_cpu_devices(n: int) -> None:
-    """Ask for ``n`` simulated CPU devices; must run before any JAX computation."""
-    import jax
+#: Environment variable giving the number of simulated CPU devices; read when JAX starts.
+CPU_DEVICES_ENV = "JAX_NUM_CPU_DEVICES"
 
-    jax.config.update("jax_num_cpu_devices", n)
+
+def compile_cache_env(directory: str | None, max_bytes: int = 64 << 20) -> dict[str, str]:
+    """Environment turning JAX's persistent compilation cache on in ``directory`` (off for None).
+
+    Thresholds are zero so even millisecond compiles are cached; the size cap needs the
+    ``filelock`` package, without which JAX silently disables the cache.
+    """
+    if directory is None:
+        return {"JAX_ENABLE_COMPILATION_CACHE": "false"}
+    return {
+        "JAX_ENABLE_COMPILATION_CACHE": "true",
+        "JAX_COMPILATION_CACHE_DIR": directory,
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+        "JAX_COMPILATION_CACHE_MAX_SIZE": str(max_bytes),  # least recently used entries go first
+    }
 
 
 def backend_compile_name(fun_name: str) -> str:

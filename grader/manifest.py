@@ -59,10 +59,6 @@ class Check:
     summary: str
     requires: tuple[str, ...] = ()
 
-    @property
-    def test_name(self) -> str:
-        return f"test_{self.name}"
-
 
 @dataclasses.dataclass(frozen=True)
 class Exercise:
@@ -85,9 +81,6 @@ class Exercise:
     @property
     def max_score(self) -> int:
         return sum(c.points for c in self.checks)
-
-    def checks_of(self, visibility: str) -> tuple[Check, ...]:
-        return tuple(c for c in self.checks if c.visibility == visibility)
 
     def learner_paths(self, root: Path) -> list[Path]:
         """Paths of the learner's files in a checkout rooted at ``root``."""

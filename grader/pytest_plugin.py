@@ -16,8 +16,6 @@ state of the run (``STATE``).  Fixtures available to check tests:
 ``truth``
     a clean worker (no learner code; manifest ``clean_worker = true``) whose probes
     measure what the live JAX does, in a fresh process beside the sandbox.
-``reference``
-    the reference solution module imported in this trusted process (hidden tests only).
 
 ``pytest_json_runtest_metadata`` hands the structured feedback of a failure (see
 ``grader.feedback``) to pytest-json-report, whose report the runner reads.
@@ -25,8 +23,6 @@ state of the run (``STATE``).  Fixtures available to check tests:
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import zlib
 from pathlib import Path
 
@@ -35,7 +31,6 @@ import pytest
 
 from grader.compiles import defined_function_names
 from grader.feedback import CheckFailed
-from grader.manifest import Exercise
 from grader.runner import CHECK_MODULE_RE, ExerciseRun
 from grader.sandbox.client import Sandbox, SubmissionError
 
@@ -49,11 +44,6 @@ def _run_for(request) -> ExerciseRun:
     if not m or int(m.group("num")) not in STATE:
         raise RuntimeError(f"{request.node.path} is not a check module of this run")
     return STATE[int(m.group("num"))]
-
-
-@pytest.fixture(scope="module")
-def exercise(request) -> Exercise:
-    return _run_for(request).exercise
 
 
 @pytest.fixture(scope="module")
@@ -88,21 +78,6 @@ def learner_names(request) -> frozenset[str]:
         return frozenset(defined_function_names(path.read_text(encoding="utf-8"), str(path)))
     except (OSError, SyntaxError, ValueError):
         return frozenset()
-
-
-@pytest.fixture(scope="module")
-def reference(request):
-    run = _run_for(request)
-    if run.reference_path is None or not run.reference_path.is_file():
-        raise RuntimeError("the reference solution is not available to this check")
-    name = f"_reference_e{run.exercise.number:02d}"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, run.reference_path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def feedback_of(excinfo) -> dict:

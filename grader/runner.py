@@ -49,7 +49,6 @@ class ExerciseRun:
     module_path: Path
     seed: int
     sandbox: Sandbox
-    reference_path: Path | None
     clean: Sandbox | None = None  # learner-free worker for trusted measurements (manifest clean_worker)
 
     def workers(self) -> list[Sandbox]:
@@ -93,7 +92,7 @@ def grade(
     ``course_root`` holds the trusted ``exercises/`` (public tests); ``submission_root`` is
     the checkout being graded (defaults to ``course_root``); ``module_overrides`` maps an
     exercise number to a learner file elsewhere (fixtures); ``hidden_root`` holds
-    ``<dir>/test_hidden.py`` and the reference solutions (``None``: public checks only).
+    ``<dir>/test_hidden.py`` (``None``: public checks only).
     """
     t0 = time.monotonic()
     submission_root = Path(submission_root or course_root)
@@ -110,13 +109,12 @@ def grade(
                 paths = ex.learner_paths(submission_root)
                 module_path = paths[0]
             ex_seed = seed if seed is not None else derive_seed(ex, paths)
-            ref = hidden_root / ex.dir / ex.module_file if hidden_root else None
             sandbox = Sandbox(module_path, timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices)
             sandbox.start()  # now, so its JAX import overlaps everything below
             clean = None
             if ex.clean_worker:
                 clean = Sandbox.clean(timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices).start()
-            runs[ex.number] = ExerciseRun(ex, module_path, ex_seed, sandbox, ref, clean)
+            runs[ex.number] = ExerciseRun(ex, module_path, ex_seed, sandbox, clean)
             public = course_root / "exercises" / ex.dir / PUBLIC_TESTS
             if public.is_file():
                 shutil.copyfile(public, tmp / f"test_e{ex.number:02d}_public.py")

@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from grader import jaxcompat
+
 
 GRADER_ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_CAP = 16 * 1024  # bytes of learner output kept, head and tail together
@@ -69,16 +71,10 @@ def compilation_cache_env(module_path: Path) -> dict[str, str]:
     entries can never be loaded while grading another.  GRADER_NO_CACHE=1 turns it off.
     """
     if os.environ.get("GRADER_NO_CACHE") == "1":
-        return {"JAX_ENABLE_COMPILATION_CACHE": "false"}
+        return jaxcompat.compile_cache_env(None)
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jax-exercises-grader"
     key = hashlib.sha256(str(module_path.parent).encode()).hexdigest()[:16]
-    return {
-        "JAX_ENABLE_COMPILATION_CACHE": "true",
-        "JAX_COMPILATION_CACHE_DIR": str(base / key),
-        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
-        "JAX_COMPILATION_CACHE_MAX_SIZE": str(64 << 20),  # least recently used entries go first
-    }
+    return jaxcompat.compile_cache_env(str(base / key))
 
 
 class _OutputDrain(threading.Thread):
@@ -141,7 +137,6 @@ class Sandbox:
         self._import_sent = False
         self._next_id = 1
         self._buf = b""
-        self.started_at = 0.0
         self.busy_s = 0.0  # time spent waiting on the worker: what the timeout budget counts
 
     # -- lifecycle -------------------------------------------------------------------
@@ -164,7 +159,7 @@ class Sandbox:
                 "PYTHONHASHSEED": "0",
                 "PYTHONUNBUFFERED": "1",
                 "JAX_PLATFORMS": "cpu",
-                "JAX_NUM_CPU_DEVICES": str(self.cpu_devices),
+                jaxcompat.CPU_DEVICES_ENV: str(self.cpu_devices),
                 "TF_CPP_MIN_LOG_LEVEL": "3",
                 "GRADER_PROTO_FDS": f"{to_child_r},{from_child_w}",
                 "GRADER_MODULE_PATH": str(self.module_path or ""),
@@ -174,7 +169,7 @@ class Sandbox:
         if self.module_path is not None:
             env.update(compilation_cache_env(self.module_path))
         else:
-            env["JAX_ENABLE_COMPILATION_CACHE"] = "false"  # nothing a submission wrote is ever loaded here
+            env.update(jaxcompat.compile_cache_env(None))  # nothing a submission wrote is ever loaded here
         env.update(self.extra_env)
         self._cwd = tempfile.TemporaryDirectory(prefix="grade-sandbox-")
         self.proc = subprocess.Popen(
@@ -193,7 +188,6 @@ class Sandbox:
         self._from_fd = from_child_r
         self._drain = _OutputDrain(self.proc.stdout)
         self._drain.start()
-        self.started_at = time.monotonic()
         return self
 
     def close(self) -> None:

@@ -100,9 +100,6 @@ def main() -> None:
     _context.preload_probes()
     _context.seal_grader()
 
-    if os.environ.get("GRADER_X64") == "1":
-        jax.config.update("jax_enable_x64", True)
-
     # Wait for the go-ahead: the trusted side first finishes loading its checks, so no
     # learner code runs while the check files are on disk.
     go = chan.read()
