@@ -15,7 +15,6 @@ both `grad_works_and_matches_forward` and `uses_scan_not_while` fail.
 """
 
 import numpy as np
-import pytest
 
 from grader.checks.ex05_loops import unpack, weighted_grads
 from grader.feedback import CheckFailed, expect_array, expect_close
@@ -28,22 +27,14 @@ GRAD_SIZE = 4  # the public checks' size: the (costly) gradient compile is share
 
 # The trusted while loop and its forward-mode derivatives run in the clean worker
 # (grader/probes/ex05_loops.py), a fresh JAX process beside the learner's sandbox.
-_TRUTH = []
-
-
-def run_while(theta, x, max_steps):
-    out = _TRUTH[0].probe("ex05_loops:while_reference", theta, x, max_steps)
+def run_while(truth, theta, x, max_steps):
+    out = truth.probe("ex05_loops:while_reference", theta, x, max_steps)
     return out["z"], out["n_steps"]
 
 
-def forward_derivatives(theta, x):
-    out = _TRUTH[0].probe("ex05_loops:forward_derivatives", theta, x, MAX_STEPS)
+def forward_derivatives(truth, theta, x):
+    out = truth.probe("ex05_loops:forward_derivatives", theta, x, MAX_STEPS)
     return out["j_theta"], out["j_x"]
-
-
-@pytest.fixture(autouse=True)
-def _bind_truth(truth):
-    _TRUTH[:] = [truth]
 
 
 def size_of(seed) -> int:
@@ -57,40 +48,40 @@ def draw_input(rng, n):
     return theta, x
 
 
-def draw_converging(rng, n, min_steps=3):
+def draw_converging(truth, rng, n, min_steps=3):
     """An input whose while loop stops on its own, well before MAX_STEPS (so later steps are masked)."""
     for _ in range(100):
         theta, x = draw_input(rng, n)
-        steps = run_while(theta, x, MAX_STEPS)[1]
+        steps = run_while(truth, theta, x, MAX_STEPS)[1]
         if min_steps <= steps <= MAX_STEPS * 3 // 4:
             return theta, x
     raise RuntimeError("could not draw a converging input")  # a grader bug, not the learner's
 
 
-def draw_capped(rng, n):
+def draw_capped(truth, rng, n):
     """An input and a small max_steps that the while loop reaches before converging."""
     for _ in range(100):
         theta, x = draw_input(rng, n)
         max_steps = int(rng.integers(2, 6))
-        if run_while(theta, x, MAX_STEPS)[1] > max_steps + 1:
+        if run_while(truth, theta, x, MAX_STEPS)[1] > max_steps + 1:
             return theta, x, max_steps
     raise RuntimeError("could not draw a capped input")
 
 
-def agrees(submission, theta, x, max_steps) -> tuple[bool, bool, int, int]:
+def agrees(submission, truth, theta, x, max_steps) -> tuple[bool, bool, int, int]:
     """(steps agree, z agrees, learner's steps, while's steps) on one input."""
     z, steps = unpack(submission.call("scan_version", theta, x, max_steps), x.size)
-    z_ref, steps_ref = run_while(theta, x, max_steps)
+    z_ref, steps_ref = run_while(truth, theta, x, max_steps)
     z_ok = bool(np.all(np.isfinite(z))) and bool(np.allclose(z, z_ref, rtol=1e-5, atol=1e-6))
     return steps == steps_ref, z_ok, steps, steps_ref
 
 
-def test_matches_while_version(submission, rng, seed):
+def test_matches_while_version(submission, truth, rng, seed):
     n = size_of(seed)
-    cases = [(*draw_converging(rng, n), MAX_STEPS) for _ in range(3)] + [draw_capped(rng, n)]
+    cases = [(*draw_converging(truth, rng, n), MAX_STEPS) for _ in range(3)] + [draw_capped(truth, rng, n)]
     problems = []
     for i, (theta, x, max_steps) in enumerate(cases):
-        steps_ok, z_ok, steps, steps_ref = agrees(submission, theta, x, max_steps)
+        steps_ok, z_ok, steps, steps_ref = agrees(submission, truth, theta, x, max_steps)
         capped = i == len(cases) - 1
         where = ("on the input where max_steps runs out before the loop converges" if capped
                  else f"on converging input {i + 1} of 3")
@@ -127,9 +118,9 @@ def test_matches_while_version(submission, rng, seed):
         )
 
 
-def test_grad_works_and_matches_forward(submission, rng):
+def test_grad_works_and_matches_forward(submission, truth, rng):
     for _ in range(2):
-        theta, x = draw_converging(rng, GRAD_SIZE, min_steps=5)
+        theta, x = draw_converging(truth, rng, GRAD_SIZE, min_steps=5)
         weights = rng.normal(size=x.size).astype(np.float32)
         unpack(submission.call("scan_version", theta, x, MAX_STEPS), x.size)
         got = submission.probe("ex05_loops:grad_of_weighted_output", "scan_version", theta, x, weights, MAX_STEPS)
@@ -141,7 +132,7 @@ def test_grad_works_and_matches_forward(submission, rng):
                 hint="reverse mode cannot go through lax.while_loop (nor lax.fori_loop whose bounds are traced "
                      "values); use lax.scan with length=max_steps and freeze the finished state with jnp.where",
             )
-        ref_theta, ref_x = weighted_grads(weights, *forward_derivatives(theta, x))
+        ref_theta, ref_x = weighted_grads(weights, *forward_derivatives(truth, theta, x))
         hint = ("jax.grad of your function should equal jax.jacfwd of while_version: do not lax.stop_gradient "
                 "the state (the frozen state still carries the gradient of the steps before it), and make the "
                 "result itself match while_version first")
@@ -153,10 +144,10 @@ def test_grad_works_and_matches_forward(submission, rng):
                      what="jax.grad of sum(w * z) with respect to x", hint=hint)
 
 
-def require_correct(submission, rng, check: str):
+def require_correct(submission, truth, rng, check: str):
     """Structural checks score only a scan_version that computes the right thing."""
-    theta, x = draw_converging(rng, GRAD_SIZE)
-    steps_ok, z_ok, _, _ = agrees(submission, theta, x, MAX_STEPS)
+    theta, x = draw_converging(truth, rng, GRAD_SIZE)
+    steps_ok, z_ok, _, _ = agrees(submission, truth, theta, x, MAX_STEPS)
     if not (steps_ok and z_ok):
         raise CheckFailed(
             f"`{check}` only scores a scan_version whose results match while_version",
@@ -167,8 +158,8 @@ def require_correct(submission, rng, check: str):
     return theta, x
 
 
-def test_uses_scan_not_while(submission, rng):
-    theta, x = require_correct(submission, rng, "uses_scan_not_while")
+def test_uses_scan_not_while(submission, truth, rng):
+    theta, x = require_correct(submission, truth, rng, "uses_scan_not_while")
     summary = submission.probe("generic:jaxpr_of", "scan_version", [theta, x, 20], {}, [2])
     prims = summary["primitives"]
     if prims.get(WHILE_PRIMITIVE, 0):
@@ -188,8 +179,8 @@ def test_uses_scan_not_while(submission, rng):
         )
 
 
-def test_no_python_unrolling(submission, rng):
-    theta, x = require_correct(submission, rng, "no_python_unrolling")
+def test_no_python_unrolling(submission, truth, rng):
+    theta, x = require_correct(submission, truth, rng, "no_python_unrolling")
     sizes = {m: submission.probe("generic:jaxpr_of", "scan_version", [theta, x, m], {}, [2])["total_eqns"]
              for m in (10, 100)}
     if sizes[100] > sizes[10]:
