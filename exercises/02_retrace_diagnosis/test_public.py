@@ -8,8 +8,9 @@ at grading time.
 import zlib
 
 import numpy as np
+import pytest
 
-from grader.checks.ex02_retrace import bucket_of, compile_report, reference_step, shared_training_run
+from grader.checks.ex02_retrace import bucket_of, compile_report, reference_step, training_outcome, unwrap
 from grader.feedback import CheckFailed, describe
 from grader.testing import attributed
 
@@ -53,9 +54,6 @@ def check_padded(batch, got, buckets):
                           hint="mask = np.zeros((B, Lb), np.float32); mask[:, :L] = 1")
 
 
-_RUN: dict = {}  # the last run: {'submission': ..., 'seed': ..., 'result': (case, out, error)}
-
-
 def draw_sample(seed):
     """The small fixed-size model and batches of the public training run."""
     rng = np.random.default_rng([seed, zlib.crc32(b"ex02-public-sample-run")])
@@ -67,9 +65,10 @@ def draw_sample(seed):
     return {"params": params, "batches": batches, "lrs": lrs}
 
 
+@pytest.fixture(scope="module")
 def sample_run(submission, seed):
-    """One small training run shared by the public checks: (case, probe output)."""
-    return shared_training_run(_RUN, submission, seed, draw_sample, BUCKETS)
+    """One training run shared by this file's checks: (case, probe output, error)."""
+    return training_outcome(submission, seed, draw_sample, BUCKETS)
 
 
 def test_pads_to_bucket(submission, rng):
@@ -79,8 +78,8 @@ def test_pads_to_bucket(submission, rng):
             check_padded(batch, tuple(got), buckets)
 
 
-def test_fewer_compiles_on_sample(submission, seed, learner_names):
-    case, out = sample_run(submission, seed)
+def test_fewer_compiles_on_sample(sample_run, submission, seed, learner_names):
+    case, out = unwrap(sample_run)
     n_buckets = len({bucket_of(n, BUCKETS) for n in SAMPLE_LENGTHS})
     count, _, _ = attributed(out["compiles"], learner_names)
     if not 1 <= count <= n_buckets:
@@ -94,8 +93,8 @@ def test_fewer_compiles_on_sample(submission, seed, learner_names):
         )
 
 
-def test_sample_loss_matches_unpadded(submission, seed):
-    case, out = sample_run(submission, seed)
+def test_sample_loss_matches_unpadded(sample_run, submission, seed):
+    case, out = unwrap(sample_run)
     for t, batch in enumerate(case["batches"]):
         before = case["params"] if t == 0 else out["params"][t - 1]
         ref_loss, ref_params = reference_step(before, batch["tokens"], batch["targets"], case["lrs"][t])

@@ -35,19 +35,23 @@ def bucket_of(length, buckets):
 
 
 # --- the training run a check file's checks share --------------------------------------
-def shared_training_run(cache, submission, seed, draw_case, buckets):
-    """(case, probe output) of one ``ex02_retrace:train_loop`` run, done once per submission
-    and seed and kept in ``cache`` (a dict of the calling check file): the compiles are the
-    expensive part.  ``draw_case(seed)`` gives {'params', 'batches', 'lrs', ...}.  A
-    submission error is kept too and raised again in every check that asks."""
-    if cache.get("submission") is not submission or cache.get("seed") != seed:
-        case = draw_case(seed)
-        try:
-            out = submission.probe("ex02_retrace:train_loop", case["params"], case["batches"], buckets, case["lrs"])
-            cache.update(submission=submission, seed=seed, result=(case, out, None))
-        except SubmissionError as exc:
-            cache.update(submission=submission, seed=seed, result=(case, None, exc))
-    case, out, error = cache["result"]
+def training_outcome(submission, seed, draw_case, buckets):
+    """(case, probe output, error) of one ``ex02_retrace:train_loop`` run.
+
+    Check files run it once in a module-scoped fixture (the compiles are the expensive
+    part) and each check calls ``unwrap``, so a submission error fails every check that
+    needs the run.  ``draw_case(seed)`` gives {'params', 'batches', 'lrs', ...}."""
+    case = draw_case(seed)
+    try:
+        return case, submission.probe("ex02_retrace:train_loop", case["params"], case["batches"], buckets,
+                                      case["lrs"]), None
+    except SubmissionError as exc:
+        return case, None, exc
+
+
+def unwrap(outcome):
+    """(case, probe output) of a ``training_outcome``, or its submission error raised again."""
+    case, out, error = outcome
     if error is not None:
         raise error
     return case, out

@@ -12,8 +12,9 @@ the UNPADDED batches.
 import zlib
 
 import numpy as np
+import pytest
 
-from grader.checks.ex02_retrace import bucket_of, compile_report, reference_step, shared_training_run
+from grader.checks.ex02_retrace import bucket_of, compile_report, reference_step, training_outcome, unwrap
 from grader.feedback import CheckFailed, describe
 from grader.testing import attributed
 
@@ -46,12 +47,10 @@ def draw_training_case(seed):
     return draw_case(np.random.default_rng([seed, zlib.crc32(b"ex02-hidden-training-run")]))
 
 
-_RUN: dict = {}  # the last run: {'submission': ..., 'seed': ..., 'result': (case, out, error)}
-
-
+@pytest.fixture(scope="module")
 def training_run(submission, seed):
-    """The shared run: (case, probe output).  A submission error is re-raised in every check."""
-    return shared_training_run(_RUN, submission, seed, draw_training_case, BUCKETS)
+    """One training run shared by this file's checks: (case, probe output, error)."""
+    return training_outcome(submission, seed, draw_training_case, BUCKETS)
 
 
 # --- shared judging helpers ----------------------------------------------------------------
@@ -127,8 +126,8 @@ def params_before(case, out, t):
 
 
 # --- the checks ----------------------------------------------------------------------------
-def test_padding_and_mask(submission, seed, rng):
-    case, out = training_run(submission, seed)
+def test_padding_and_mask(training_run, submission, seed, rng):
+    case, out = unwrap(training_run)
     for t, (batch, got) in enumerate(zip(case["batches"], out["padded"])):
         check_padded(batch, tuple(got), BUCKETS, f"pad_to_bucket(tokens, targets, {BUCKETS})")
     # The bucket list is an argument: another one, drawn now.
@@ -140,8 +139,8 @@ def test_padding_and_mask(submission, seed, rng):
         check_padded(batch, tuple(got), buckets, "pad_to_bucket with another bucket list")
 
 
-def test_loss_matches_unpadded(submission, seed):
-    case, out = training_run(submission, seed)
+def test_loss_matches_unpadded(training_run, submission, seed):
+    case, out = unwrap(training_run)
     bad = []
     for t, batch in enumerate(case["batches"]):
         params = as_params(params_before(case, out, t), "train_step")
@@ -180,8 +179,8 @@ def test_loss_matches_unpadded(submission, seed):
     )
 
 
-def test_update_matches_unpadded(submission, seed):
-    case, out = training_run(submission, seed)
+def test_update_matches_unpadded(training_run, submission, seed):
+    case, out = unwrap(training_run)
     bad_steps, bad_leaves = 0, set()
     for t, batch in enumerate(case["batches"]):
         before = as_params(params_before(case, out, t), "train_step")
@@ -207,8 +206,8 @@ def test_update_matches_unpadded(submission, seed):
         )
 
 
-def test_compiles_at_most_buckets(submission, seed, learner_names):
-    case, out = training_run(submission, seed)
+def test_compiles_at_most_buckets(training_run, submission, seed, learner_names):
+    case, out = unwrap(training_run)
     record = out["compiles"]
     n_buckets = len({bucket_of(n, BUCKETS) for n in case["lengths"]})
     count, _, _ = attributed(record, learner_names)
