@@ -24,6 +24,10 @@ through ``load``.  Format (``format_version = 1``)::
                                        # "hidden": solutions/<dir>/test_hidden.py
       points = 3                       # public checks carry 0 points (see below)
       summary = "one line saying what the check verifies"
+      feedback = "what a learner reads when it fails"  # hidden checks only, required:
+                                       # written for the check, it names no input and no
+                                       # expected value (what the test measured goes to
+                                       # the instructor only, see grader.results)
       requires = ["matches_one_at_a_time"]   # optional: scores only once these pass
 
 ``requires`` keeps structural checks honest: "compiles once" or "no Python loop" is
@@ -58,6 +62,7 @@ class Check:
     points: int
     summary: str
     requires: tuple[str, ...] = ()
+    feedback: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,8 +139,11 @@ def parse(data: dict, path: Path) -> Manifest:
             if points < 0:
                 raise ManifestError(f"{cw}: points must be >= 0")
             requires = tuple(rc.get("requires", []))
+            feedback = _req(rc, "feedback", str, cw) if vis == "hidden" else ""
+            if vis == "public" and "feedback" in rc:
+                raise ManifestError(f"{cw}: `feedback` is for hidden checks; public checks explain their failures")
             checks.append(Check(name=name, visibility=vis, points=points, summary=_req(rc, "summary", str, cw),
-                                requires=requires))
+                                requires=requires, feedback=feedback))
         names = [c.name for c in checks]
         if len(set(names)) != len(names):
             raise ManifestError(f"{where}: duplicate check names")

@@ -96,7 +96,8 @@ def feedback_of(excinfo) -> dict:
             "exit": "remove sys.exit()/exit() calls from your file",
         }.get(exc.kind, "run the public checks locally and read the traceback below")
         return {"status": "failed", "message": exc.message, "measured": "", "expected": "", "hint": hint,
-                "detail": exc.detail, "kind": exc.kind}
+                "detail": exc.detail, "kind": exc.kind, "exc_type": exc.exc_type, "file": exc.file,
+                "line": exc.line or 0}
     if isinstance(exc, AssertionError):
         return {"status": "failed", "message": str(exc)[:2000] or "an assertion failed", "measured": "",
                 "expected": "", "hint": "", "raw": True}

@@ -1,7 +1,14 @@
 """Grading results: frozen data, no formatting and no policy.
 
-Every report (terminal, JSON, and later Gradescope/JUnit) is a pure function of a
-``RunResult``.  ``RESULT_FORMAT_VERSION`` is bumped whenever ``to_dict``'s shape changes.
+Every report (terminal, JSON, Gradescope, JUnit, GitHub Actions, the gradebook) is a pure
+function of a ``RunResult``.  ``RESULT_FORMAT_VERSION`` is bumped whenever ``to_dict``'s
+shape changes; ``from_dict`` reads it back (``grade gradebook import``).
+
+Two audiences read a result.  Everything is for the learner except the ``private`` fields:
+what a hidden check measured and expected, the learner's traceback inside a hidden check,
+and the grader's own traceback when grading crashed.  Those are for the instructor only:
+``to_dict(private=False)`` (the default) leaves them out, and no learner-facing report
+reads them.
 """
 
 from __future__ import annotations
@@ -9,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-RESULT_FORMAT_VERSION = 1
+RESULT_FORMAT_VERSION = 2
 
 # Check status values.
 PASSED, FAILED, ERROR, NOT_RUN = "passed", "failed", "error", "not_run"
@@ -29,15 +36,25 @@ class CheckResult:
     hint: str = ""
     detail: str = ""  # the learner's own traceback, when their code raised
     duration_s: float = 0.0
+    file: str = ""  # the learner's file and line the failure points at, when a check can tell
+    line: int = 0
+    private: str = ""  # instructor only: what a hidden check measured, a grader traceback
 
     @property
     def passed(self) -> bool:
         return self.status == PASSED
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, private: bool = False) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["passed"] = self.passed
+        d["duration_s"] = round(self.duration_s, 3)
+        if not private:
+            del d["private"]
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "CheckResult":
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +68,8 @@ class ExerciseResult:
     hidden_run: bool  # False when the hidden checks were not available (public checks only)
     duration_s: float = 0.0
     output: str = ""  # what the learner's code printed (capped)
-    error: str = ""  # set when the exercise could not be graded at all
+    error: str = ""  # set when the exercise could not be graded at all (a grader error)
+    private: str = ""  # instructor only: the grader's traceback when ``error`` is set
 
     @property
     def score(self) -> int:
@@ -65,8 +83,8 @@ class ExerciseResult:
     def all_passed(self) -> bool:
         return bool(self.checks) and all(c.passed for c in self.checks)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self, private: bool = False) -> dict[str, Any]:
+        d = {
             "number": self.number,
             "slug": self.slug,
             "title": self.title,
@@ -78,8 +96,21 @@ class ExerciseResult:
             "all_passed": self.all_passed,
             "duration_s": round(self.duration_s, 3),
             "error": self.error,
-            "checks": [c.to_dict() for c in self.checks],
+            "output": self.output,
+            "checks": [c.to_dict(private) for c in self.checks],
         }
+        if private:
+            d["private"] = self.private
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ExerciseResult":
+        return cls(
+            number=d["number"], slug=d["slug"], title=d["title"], files=tuple(d["files"]), seed=d["seed"],
+            checks=tuple(CheckResult.from_dict(c) for c in d["checks"]), hidden_run=d["hidden_run"],
+            duration_s=d.get("duration_s", 0.0), output=d.get("output", ""), error=d.get("error", ""),
+            private=d.get("private", ""),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +120,13 @@ class RunResult:
     jax_version: str
     seed_option: int | None  # the --seed given, or None when seeds came from the files
     duration_s: float = 0.0
+    started_at: str = ""  # UTC, ISO 8601, when grading began
+    submission: str = ""  # what was graded: a folder, or a repository and its commit
+
+    @property
+    def grader_errors(self) -> tuple[ExerciseResult, ...]:
+        """Exercises the grader failed to grade (its own fault, never the submission's)."""
+        return tuple(e for e in self.exercises if e.error)
 
     @property
     def score(self) -> int:
@@ -98,14 +136,29 @@ class RunResult:
     def max_score(self) -> int:
         return sum(e.max_score for e in self.exercises)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, private: bool = False) -> dict[str, Any]:
         return {
             "format_version": RESULT_FORMAT_VERSION,
             "grader_version": self.grader_version,
             "jax_version": self.jax_version,
+            "submission": self.submission,
+            "started_at": self.started_at,
             "seed": self.seed_option,
             "score": self.score,
             "max_score": self.max_score,
             "duration_s": round(self.duration_s, 3),
-            "exercises": [e.to_dict() for e in self.exercises],
+            "exercises": [e.to_dict(private) for e in self.exercises],
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunResult":
+        """Read back ``to_dict``'s output (any audience); raises ValueError on another format."""
+        if not isinstance(d, dict) or d.get("format_version") != RESULT_FORMAT_VERSION:
+            found = d.get("format_version") if isinstance(d, dict) else type(d).__name__
+            raise ValueError(f"not a grader result of format_version {RESULT_FORMAT_VERSION} (found {found!r})")
+        return cls(
+            exercises=tuple(ExerciseResult.from_dict(e) for e in d["exercises"]),
+            grader_version=d["grader_version"], jax_version=d["jax_version"], seed_option=d.get("seed"),
+            duration_s=d.get("duration_s", 0.0), started_at=d.get("started_at", ""),
+            submission=d.get("submission", ""),
+        )

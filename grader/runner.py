@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import hashlib
 import io
 import os
@@ -29,6 +28,7 @@ import shutil
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 from grader import __version__
@@ -95,11 +95,14 @@ def grade(
     ``<dir>/test_hidden.py`` (``None``: public checks only).
     """
     t0 = time.monotonic()
+    started_at = _utc_now()
     submission_root = Path(submission_root or course_root)
     module_overrides = module_overrides or {}
     exercises = [manifest.get(n) for n in numbers]
     tmp = Path(tempfile.mkdtemp(prefix="grade-checks-"))
     runs: dict[int, ExerciseRun] = {}
+    failed: dict[int, ExerciseResult] = {}  # exercises the grader itself failed on
+    hidden_run = hidden_root is not None
     try:
         for ex in exercises:
             if ex.number in module_overrides:
@@ -109,21 +112,25 @@ def grade(
                 paths = ex.learner_paths(submission_root)
                 module_path = paths[0]
             ex_seed = seed if seed is not None else derive_seed(ex, paths)
-            sandbox = Sandbox(module_path, timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices)
-            sandbox.start()  # now, so its JAX import overlaps everything below
-            clean = None
-            if ex.clean_worker:
-                clean = Sandbox.clean(timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices).start()
-            runs[ex.number] = ExerciseRun(ex, module_path, ex_seed, sandbox, clean)
-            public = course_root / "exercises" / ex.dir / PUBLIC_TESTS
-            if public.is_file():
-                shutil.copyfile(public, tmp / f"test_e{ex.number:02d}_public.py")
-            if hidden_root is not None:
-                hidden = hidden_root / ex.dir / HIDDEN_TESTS
-                if hidden.is_file():
-                    shutil.copyfile(hidden, tmp / f"test_e{ex.number:02d}_hidden.py")
-        report = _run_pytest(tmp, runs)
-        results = tuple(_exercise_result(runs[ex.number], report, hidden_root is not None) for ex in exercises)
+            try:
+                runs[ex.number] = _start(ex, module_path, ex_seed, course_root, hidden_root, tmp)
+            except Exception as exc:
+                failed[ex.number] = grader_error_result(ex, tuple(map(str, paths)), ex_seed, hidden_run, exc)
+        try:
+            report = _run_pytest(tmp, runs) if runs else {}
+        except Exception as exc:
+            for n, run in runs.items():
+                failed[n] = grader_error_result(run.exercise, (str(run.module_path),), run.seed, hidden_run, exc)
+        results = []
+        for ex in exercises:
+            if ex.number not in failed:
+                try:
+                    failed[ex.number] = _exercise_result(runs[ex.number], report, hidden_run)
+                except Exception as exc:
+                    run = runs[ex.number]
+                    failed[ex.number] = grader_error_result(ex, (str(run.module_path),), run.seed, hidden_run, exc)
+            results.append(failed[ex.number])
+        results = tuple(results)
     finally:
         for run in runs.values():
             for worker in run.workers():
@@ -137,7 +144,33 @@ def grade(
         jax_version=_jax_version(),
         seed_option=seed,
         duration_s=time.monotonic() - t0,
+        started_at=started_at,
+        submission=str(submission_root),
     )
+
+
+def _utc_now() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _start(ex: Exercise, module_path: Path, seed: int, course_root: Path, hidden_root: Path | None,
+           tmp: Path) -> ExerciseRun:
+    """Copy the exercise's checks and start its workers (their JAX imports overlap the rest)."""
+    public = course_root / "exercises" / ex.dir / PUBLIC_TESTS
+    if public.is_file():
+        shutil.copyfile(public, tmp / f"test_e{ex.number:02d}_public.py")
+    if hidden_root is not None:
+        hidden = hidden_root / ex.dir / HIDDEN_TESTS
+        if not hidden.is_file():
+            raise FileNotFoundError(f"the hidden checks of exercise {ex.number} are missing: no {hidden}")
+        shutil.copyfile(hidden, tmp / f"test_e{ex.number:02d}_hidden.py")
+    sandbox = Sandbox(module_path, timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices)
+    run = ExerciseRun(ex, module_path, seed, sandbox.start())
+    if ex.clean_worker:
+        run.clean = Sandbox.clean(timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices).start()
+    return run
 
 
 def grade_parallel(manifest: Manifest, numbers: list[int], *, jobs: int | None = None, **kwargs) -> RunResult:
@@ -157,10 +190,21 @@ def grade_parallel(manifest: Manifest, numbers: list[int], *, jobs: int | None =
     # Forking is fastest and safe while this process runs no threads (the CLI never imports
     # JAX); a caller that has JAX loaded (it starts threads) gets fresh interpreters instead.
     ctx = multiprocessing.get_context("spawn" if "jax" in sys.modules else "fork")
+    started_at = _utc_now()
     with cf.ProcessPoolExecutor(max_workers=min(jobs, len(numbers)), mp_context=ctx) as pool:
-        parts = list(pool.map(functools.partial(_grade_one, manifest, kwargs), numbers))
-    return dataclasses.replace(parts[0], exercises=tuple(e for p in parts for e in p.exercises),
-                               duration_s=time.monotonic() - t0)
+        futures = [pool.submit(_grade_one, manifest, kwargs, n) for n in numbers]
+        exercises = []
+        for n, fut in zip(numbers, futures):
+            try:
+                exercises.extend(fut.result().exercises)
+            except Exception as exc:  # the grading process died: still a result, never a hole
+                ex = manifest.get(n)
+                exercises.append(grader_error_result(ex, (), kwargs.get("seed") or 0,
+                                                     kwargs.get("hidden_root") is not None, exc))
+    root = kwargs.get("submission_root") or kwargs["course_root"]
+    return RunResult(exercises=tuple(exercises), grader_version=__version__, jax_version=_jax_version(),
+                     seed_option=kwargs.get("seed"), duration_s=time.monotonic() - t0, started_at=started_at,
+                     submission=str(root))
 
 
 def _grade_one(manifest: Manifest, kwargs: dict, number: int) -> RunResult:
@@ -216,6 +260,77 @@ def _check_name(nodeid: str) -> str:
     return func[len("test_"):] if func.startswith("test_") else func
 
 
+#: What a hidden check says when the learner's own code failed inside it: the kind of
+#: failure only, never the message (it may quote the check's inputs).
+_HIDDEN_SUBMISSION_MESSAGES = {
+    "not_implemented": "not implemented yet: your function still raises NotImplementedError",
+    "syntax_error": "your file has a syntax error",
+    "import_error": "importing your file failed",
+    "missing_function": "a function the exercise asks for is missing or was renamed",
+    "exception": "your code raised {exc_type} during this check",
+    "bad_return": "your function returned something that is not plain data (arrays, numbers, strings, lists, dicts)",
+    "exit": "your code called sys.exit/exit()",
+    "memory": "your code ran out of memory",
+    "timeout": "the exercise ran out of time",
+    "crashed": "the process running your code crashed",
+}
+
+
+def _private_text(fb: dict) -> str:
+    parts = [fb.get("message", "")]
+    parts += [f"{k}: {fb[k]}" for k in ("measured", "expected", "hint") if fb.get(k)]
+    if fb.get("detail"):
+        parts.append("traceback:\n" + fb["detail"])
+    return "\n".join(p for p in parts if p)
+
+
+def _file_for(name: str, files: tuple[str, ...]) -> str:
+    return next((f for f in files if Path(f).name == name), "") if name else ""
+
+
+def _check_result(check, tests: list[dict], hidden_available: bool, collect_error: bool,
+                  files: tuple[str, ...]) -> CheckResult:
+    """Fold one check's pytest items into its result, in the words its audience may read."""
+    base = dict(name=check.name, visibility=check.visibility, summary=check.summary)
+    if check.visibility == "hidden" and not hidden_available:
+        return CheckResult(**base, status=NOT_RUN, score=0, max_score=0,
+                           message="hidden check: runs when your course grades your work")
+    if not tests:
+        what = "the check's tests could not be loaded" if collect_error else "no test implements this check"
+        return CheckResult(**base, status=ERROR, score=0, max_score=check.points,
+                           message="grader error (reported to your instructor)", private=f"grader error: {what}")
+    duration = sum(t.get(ph, {}).get("duration", 0.0) for t in tests for ph in ("setup", "call", "teardown"))
+    failed = [t for t in tests if t.get("outcome") != "passed"]
+    if not failed:
+        return CheckResult(**base, status=PASSED, score=check.points, max_score=check.points, duration_s=duration)
+    fb = (failed[0].get("metadata") or {}).get("feedback") or {}
+    if not fb and failed[0].get("outcome") == "skipped":
+        fb = {"status": "error", "message": "grader error: the check was skipped", "raw": True}
+    status = ERROR if fb.get("status") == "error" else FAILED
+    where = dict(file=_file_for(fb.get("file", ""), files), line=int(fb.get("line") or 0))
+    cases = f" [{len(failed)} of {len(tests)} cases failed]" if len(tests) > 1 else ""
+    if check.visibility == "hidden":
+        # A hidden check says only what was written for it: its test's message, measured
+        # and expected values (and a traceback that may quote inputs) are for the instructor.
+        if status == ERROR:
+            message = "grader error in this hidden check (reported to your instructor)"
+        elif fb.get("kind") in _HIDDEN_SUBMISSION_MESSAGES:
+            message = _HIDDEN_SUBMISSION_MESSAGES[fb["kind"]].format(exc_type=fb.get("exc_type") or "an exception")
+        else:
+            message = check.feedback or f"this check failed; it verifies: {check.summary}"
+        hint = fb.get("hint", "") if fb.get("kind") else ""  # the generic advice for a kind of failure
+        return CheckResult(**base, status=status, score=0, max_score=check.points, message=message + cases,
+                           hint=hint, duration_s=duration, private=_private_text(fb), **where)
+    message = fb.get("message") or "this check failed"
+    if status == ERROR:
+        return CheckResult(**base, status=status, score=0, max_score=check.points, duration_s=duration,
+                           message="grader error in this check (reported to your instructor)",
+                           private=_private_text(fb))
+    return CheckResult(**base, status=status, score=0, max_score=check.points, message=message + cases,
+                       measured=fb.get("measured", ""), expected=fb.get("expected", ""), hint=fb.get("hint", ""),
+                       detail=fb.get("detail", ""), duration_s=duration, **where)
+
+
 def _exercise_result(run: ExerciseRun, report: dict, hidden_available: bool) -> ExerciseResult:
     ex = run.exercise
     items: dict[tuple[str, str], list[dict]] = {}
@@ -225,45 +340,36 @@ def _exercise_result(run: ExerciseRun, report: dict, hidden_available: bool) -> 
         if not m or int(m.group("num")) != ex.number:
             continue
         items.setdefault((m.group("vis"), _check_name(test["nodeid"])), []).append(test)
-    collect_errors = [c for c in report.get("collectors", []) if c.get("outcome") == "failed"
-                      and f"test_e{ex.number:02d}_" in c.get("nodeid", "")]
-    checks = []
-    for check in ex.checks:
-        tests = items.get((check.visibility, check.name), [])
-        if check.visibility == "hidden" and not hidden_available:
-            checks.append(CheckResult(check.name, check.visibility, check.summary, NOT_RUN, 0, 0,
-                                      message="hidden check: runs when your course grades your work"))
-            continue
-        duration = sum(t.get(ph, {}).get("duration", 0.0) for t in tests for ph in ("setup", "call", "teardown"))
-        if not tests:
-            msg = "grader error: no test implements this check"
-            if collect_errors:
-                msg = "grader error: the check's tests could not be loaded"
-            checks.append(CheckResult(check.name, check.visibility, check.summary, ERROR, 0, check.points, message=msg))
-            continue
-        failed = [t for t in tests if t.get("outcome") != "passed"]
-        if not failed:
-            checks.append(CheckResult(check.name, check.visibility, check.summary, PASSED, check.points, check.points,
-                                      duration_s=duration))
-            continue
-        fb = (failed[0].get("metadata") or {}).get("feedback") or {}
-        status = ERROR if fb.get("status") == "error" else FAILED
-        message = fb.get("message") or "this check failed"
-        measured, expected, hint = fb.get("measured", ""), fb.get("expected", ""), fb.get("hint", "")
-        if check.visibility == "hidden" and fb.get("raw"):
-            # Never show a hidden test's raw assertion text: it may hold inputs or answers.
-            message = f"this check failed; it verifies: {check.summary}"
-            if status == ERROR:
-                message = "grader error in this hidden check (reported to your instructor)"
-        if len(tests) > 1:
-            message = f"{message} [{len(failed)} of {len(tests)} cases failed]"
-        checks.append(CheckResult(check.name, check.visibility, check.summary, status, 0, check.points,
-                                  message=message, measured=measured, expected=expected, hint=hint,
-                                  detail=fb.get("detail", ""), duration_s=duration))
-    checks = _apply_requirements(ex, checks)
+    collect_error = any(c.get("outcome") == "failed" and f"test_e{ex.number:02d}_" in c.get("nodeid", "")
+                        for c in report.get("collectors", []))
+    files = tuple(str(run.module_path.parent / f) for f in ex.files)
+    checks = [_check_result(check, items.get((check.visibility, check.name), []), hidden_available,
+                            collect_error, files) for check in ex.checks]
     return ExerciseResult(
-        number=ex.number, slug=ex.slug, title=ex.title,
-        files=tuple(str(run.module_path.parent / f) for f in ex.files),
-        seed=run.seed, checks=tuple(checks), hidden_run=hidden_available,
+        number=ex.number, slug=ex.slug, title=ex.title, files=files,
+        seed=run.seed, checks=tuple(_apply_requirements(ex, checks)), hidden_run=hidden_available,
         duration_s=run.sandbox.busy_s, output=run.sandbox.output,
     )
+
+
+def grader_error_result(ex: Exercise, files: tuple[str, ...], seed: int, hidden_run: bool,
+                        exc: BaseException | str) -> ExerciseResult:
+    """The grader itself failed on this exercise: a result that says so (never a missing one).
+
+    The learner reads that it was the grader's fault; the traceback is kept for the
+    instructor (``private``).
+    """
+    if isinstance(exc, BaseException):
+        private = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    else:
+        private = str(exc)
+    checks = tuple(
+        CheckResult(c.name, c.visibility, c.summary, NOT_RUN if c.visibility == "hidden" and not hidden_run else ERROR,
+                    0, c.points if (hidden_run or c.visibility == "public") else 0,
+                    message="not graded: the grader failed on this exercise (reported to your instructor)")
+        for c in ex.checks
+    )
+    return ExerciseResult(number=ex.number, slug=ex.slug, title=ex.title, files=files, seed=seed, checks=checks,
+                          hidden_run=hidden_run, private=private,
+                          error="grader error: this exercise could not be graded (not your code's fault; "
+                                "your instructor has the details)")

@@ -67,8 +67,39 @@ def test_hidden_raw_assertions_are_masked(course):
     hidden = course / "solutions" / "01_double" / "test_hidden.py"
     hidden.write_text(hidden.read_text().replace('.get("double") == 1', '.get("double") == 99'))
     ex = grade_file(course, SOLUTION)
-    msg = {c.name: c for c in ex.checks}["compiles_once"].message
-    assert "raw assertion text" not in msg and "it verifies: compiles once" in msg
+    check = {c.name: c for c in ex.checks}["compiles_once"]
+    assert check.message == "repeated calls with one shape compiled again"  # the manifest's feedback
+    assert "raw assertion text" in check.private  # kept for the instructor
+    assert "raw assertion text" not in json.dumps(ex.to_dict())
+
+
+def test_hidden_checks_reveal_no_measured_or_expected_values(course):
+    # `triple` instead of `double`: the hidden check's expect_close knows the values and the
+    # shape it drew; the learner reads only the feedback written for the check.
+    ex = grade_file(course, SOLUTION.replace("2 * x", "3 * x"), seed=3)
+    check = {c.name: c for c in ex.checks}["doubles"]
+    assert not check.passed and check.message == "some random array was not doubled exactly"
+    assert (check.measured, check.expected, check.detail) == ("", "", "")
+    assert "largest difference" in check.private and "rtol" in check.private
+    learner_view = json.dumps(check.to_dict())
+    assert "largest difference" not in learner_view and "rtol" not in learner_view
+    assert "largest difference" in json.dumps(check.to_dict(private=True))
+
+
+def test_hidden_check_names_the_kind_of_learner_failure_only(course):
+    bad = SOLUTION.replace("2 * x", "x.reshape(7, -1)")  # raises, quoting the drawn shape
+    check = {c.name: c for c in grade_file(course, bad, seed=3).checks}["doubles"]
+    assert check.message.startswith("your code raised") and "reshape" not in check.message
+    assert check.file.endswith("double.py") and check.line > 0
+    assert "reshape" in check.private
+
+
+def test_grader_crash_becomes_a_result(course):
+    (course / "solutions" / "01_double" / "test_hidden.py").unlink()  # the course lost a hidden file
+    ex = grade_file(course, SOLUTION)
+    assert ex.error.startswith("grader error") and "test_hidden.py" not in ex.error
+    assert "test_hidden.py" in ex.private and "FileNotFoundError" in ex.private
+    assert ex.score == 0 and all(c.status == "error" for c in ex.checks)
 
 
 def test_public_only_run_says_so(course):
@@ -144,7 +175,7 @@ def test_cli_exercise_json_and_exit_codes(cli_course):
     assert result.exit_code == 1
     data = json.loads(result.output)
     ex = data["exercises"][0]
-    assert data["format_version"] == 1 and data["seed"] == 3 and ex["seed"] == 3
+    assert data["format_version"] == 2 and data["seed"] == 3 and ex["seed"] == 3
     assert {"number", "title", "files", "score", "max_score", "checks"} <= set(ex)
     assert {"name", "passed", "score", "max_score"} <= set(ex["checks"][0])
     shutil.copy(cli_course / "solutions" / "01_double" / "double.py", cli_course / "exercises" / "01_double")

@@ -46,20 +46,22 @@ class SubmissionError(Exception):
     exception, bad_return, exit, memory, timeout, crashed.
     """
 
-    def __init__(self, kind: str, message: str, *, detail: str = "", line: int | None = None, file: str = ""):
+    def __init__(self, kind: str, message: str, *, detail: str = "", line: int | None = None, file: str = "",
+                 exc_type: str = ""):
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.detail = detail
         self.line = line
         self.file = file
+        self.exc_type = exc_type  # the exception the learner's code raised, e.g. "ValueError"
 
     def __reduce__(self):  # pytest may pickle exceptions
-        return (_rebuild_submission_error, (self.kind, self.message, self.detail, self.line, self.file))
+        return (_rebuild_submission_error, (self.kind, self.message, self.detail, self.line, self.file, self.exc_type))
 
 
-def _rebuild_submission_error(kind, message, detail, line, file):
-    return SubmissionError(kind, message, detail=detail, line=line, file=file)
+def _rebuild_submission_error(kind, message, detail, line, file, exc_type=""):
+    return SubmissionError(kind, message, detail=detail, line=line, file=file, exc_type=exc_type)
 
 
 def compilation_cache_env(module_path: Path) -> dict[str, str]:
@@ -335,7 +337,8 @@ class Sandbox:
             message = f"your code ran out of memory (the limit is {self.memory_mb} MiB) at {where}"
         elif kind == "exception":
             message = f"your code raised {err.get('type')}: {message} ({where})"
-        return SubmissionError(kind, message, detail=str(err.get("traceback", "")), line=line, file=fname)
+        return SubmissionError(kind, message, detail=str(err.get("traceback", "")), line=line, file=fname,
+                               exc_type=str(err.get("type") or ""))
 
     def request(self, op: str, target: str, *args: Any, **kwargs: Any) -> Any:
         from grader import plaindata  # numpy loads here, after the worker is already starting
