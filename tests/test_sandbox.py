@@ -1,10 +1,13 @@
 """The sandbox: every way learner code can fail becomes a SubmissionError with a clear message."""
 
+import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from grader.sandbox import user as sandbox_user
 from grader.sandbox.client import Sandbox, SubmissionError
 
 
@@ -136,6 +139,7 @@ def test_clean_worker_runs_probes_without_learner_code():
             sb.call("anything")
 
 
+@pytest.mark.skipif(os.geteuid() == 0, reason="as root the sandbox runs as another user and keeps no compile cache")
 def test_compile_counts_are_the_same_with_a_warm_compile_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("GRADER_NO_CACHE")
@@ -149,3 +153,91 @@ def test_compile_counts_are_the_same_with_a_warm_compile_cache(tmp_path, monkeyp
     assert counts == [2, 2]
     assert entries[0], "the persistent cache was not written"
     assert entries[1] == entries[0], "the second run should have hit the cache, not written new entries"
+
+
+@pytest.fixture
+def open_tmp():
+    """A temporary folder any user may enter (pytest's own is private to its user)."""
+    import shutil
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="grader-test-"))
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+PEEK = """
+import os
+
+def peek(paths):
+    out = {"uid": os.getuid(), "euid": os.geteuid()}
+    for p in paths:
+        try:
+            with open(p, "rb") as f:
+                f.read(1)
+            out[p] = "read"
+        except OSError as exc:
+            out[p] = type(exc).__name__
+    return out
+
+def boom():
+    raise ValueError("where am I")
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox changes user only when the grader runs as root")
+def test_as_root_learner_code_runs_unprivileged_and_cannot_read_the_course_secrets(open_tmp):
+    tmp_path = open_tmp
+    course = tmp_path / "course"
+    secrets = [course / "solutions" / "01_x" / "x.py", course / "solutions" / "01_x" / "test_hidden.py",
+               course / "fixtures" / "01_x" / "wrong" / "x.py"]
+    for p in secrets:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("SECRET = 1\n")
+    for d in [tmp_path, course, *course.rglob("*")]:
+        os.chmod(d, 0o755 if d.is_dir() else 0o644)  # as a git checkout leaves them
+    assert all(sandbox_user.readable_by_others(p) for p in secrets)
+    assert set(sandbox_user.protect([course / "solutions", course / "fixtures"])) == {
+        course / "solutions", course / "fixtures"}
+    assert not any(sandbox_user.readable_by_others(p) for p in secrets)
+    # the learner's own checkout may sit anywhere, even where the sandbox user cannot look
+    learner = tmp_path / "private" / "learner.py"
+    learner.parent.mkdir()
+    os.chmod(learner.parent, 0o700)
+    learner.write_text(PEEK)
+    with Sandbox(learner, timeout_s=20) as sb:
+        seen = sb.call("peek", [str(p) for p in secrets])
+        err = error_of(sb, "boom")
+    assert seen["uid"] != 0 and seen["euid"] != 0
+    assert {seen[str(p)] for p in secrets} == {"PermissionError"}
+    assert str(learner) in err.detail and "grade-sandbox-" not in err.detail  # their path, not the copy's
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox changes user only when the grader runs as root")
+def test_as_root_a_grading_closes_the_solutions_folder(open_tmp):
+    import shutil
+
+    from grader import runner
+    from grader.manifest import load
+
+    course = open_tmp / "course"
+    shutil.copytree(Path(__file__).parent / "minicourse", course)
+    os.chmod(course, 0o755)
+    os.chmod(course / "solutions", 0o755)
+    assert sandbox_user.readable_by_others(course / "solutions" / "02_triple" / "test_hidden.py")
+    runner.grade(load(course / "exercises" / "manifest.toml"), [2], course_root=course,
+                 hidden_root=course / "solutions")
+    assert not sandbox_user.readable_by_others(course / "solutions" / "02_triple" / "test_hidden.py")
+
+
+def test_sandbox_user_is_refused_when_it_is_root(monkeypatch):
+    if os.geteuid() != 0:
+        assert sandbox_user.sandbox_user() is None  # nobody to switch to
+        return
+    monkeypatch.setenv("GRADER_SANDBOX_USER", "root")
+    with pytest.raises(ValueError, match="is root"):
+        sandbox_user.sandbox_user()
+    monkeypatch.setenv("GRADER_SANDBOX_USER", "no-such-user-here")
+    with pytest.raises(ValueError, match="not a user"):
+        sandbox_user.sandbox_user()

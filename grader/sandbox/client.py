@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import jaxcompat
+from grader.sandbox import user as sandbox_user
 
 
 GRADER_ROOT = Path(__file__).resolve().parents[2]
@@ -140,6 +141,8 @@ class Sandbox:
         self._next_id = 1
         self._buf = b""
         self.busy_s = 0.0  # time spent waiting on the worker: what the timeout budget counts
+        self.user: sandbox_user.SandboxUser | None = None  # who the worker runs learner code as
+        self._copy_dir: Path | None = None
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> "Sandbox":
@@ -174,6 +177,16 @@ class Sandbox:
             env.update(jaxcompat.compile_cache_env(None))  # nothing a submission wrote is ever loaded here
         env.update(self.extra_env)
         self._cwd = tempfile.TemporaryDirectory(prefix="grade-sandbox-")
+        self._copy_dir = None
+        self.user = sandbox_user.sandbox_user()
+        if self.user is not None:  # root: learner code runs as an unprivileged user
+            os.chown(self._cwd.name, self.user.uid, self.user.gid)
+            if self.module_path is not None:
+                copy = sandbox_user.copy_submission(self.module_path, Path(self._cwd.name) / "submission", self.user)
+                self._copy_dir = copy.parent
+                env["GRADER_MODULE_PATH"] = str(copy)
+            env.update(jaxcompat.compile_cache_env(None))  # the cache folder is root's
+            env.update({"GRADER_SANDBOX_UID": self.user.env_value, "HOME": self._cwd.name, "TMPDIR": self._cwd.name})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "grader.sandbox.worker"],
             stdin=subprocess.DEVNULL,
@@ -337,7 +350,10 @@ class Sandbox:
             message = f"your code ran out of memory (the limit is {self.memory_mb} MiB) at {where}"
         elif kind == "exception":
             message = f"your code raised {err.get('type')}: {message} ({where})"
-        return SubmissionError(kind, message, detail=str(err.get("traceback", "")), line=line, file=fname,
+        detail = str(err.get("traceback", ""))
+        if self._copy_dir is not None:  # show the learner their own path, not the sandbox's copy
+            detail = detail.replace(str(self._copy_dir), str(self.module_path.parent))
+        return SubmissionError(kind, message, detail=detail, line=line, file=fname,
                                exc_type=str(err.get("type") or ""))
 
     def request(self, op: str, target: str, *args: Any, **kwargs: Any) -> Any:

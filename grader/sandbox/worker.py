@@ -78,6 +78,49 @@ def _error(kind: str, exc: BaseException | None, learner_files, **extra) -> dict
     return err
 
 
+def _preload_learner_imports(module_path: str) -> None:
+    """Import, while still root, the standard-library and installed modules the learner's
+    file imports at its top: after the drop they may sit where the sandbox user cannot read
+    (see grader.sandbox.user).  Only modules found outside the learner's folder and the
+    course are imported, and nothing of the learner's runs."""
+    import ast
+
+    if not module_path:
+        return
+    try:
+        tree = ast.parse(open(module_path, encoding="utf-8").read())
+    except (OSError, SyntaxError, ValueError):
+        return  # reported when the module is imported
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names if a.name != "*")
+    allowed = set(sys.stdlib_module_names) | {"jax", "jaxlib", "numpy", "optax", "equinox", "chex", "ml_dtypes",
+                                              "scipy", "opt_einsum", "jaxtyping", "einops"}
+    for name in sorted(names):
+        if name.split(".")[0] in allowed:
+            try:
+                importlib.import_module(name)
+            except BaseException:  # noqa: BLE001 - e.g. `from jax import numpy` names a non-module
+                pass
+
+
+def _drop_privileges(spec: str) -> None:
+    """Become the unprivileged sandbox user for good, or stop: never run learner code as root."""
+    uid, gid = (int(x) for x in spec.split(":"))
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+    try:
+        os.setuid(0)
+    except PermissionError:
+        return
+    raise SystemExit("the sandbox could not drop root privileges; refusing to run learner code")
+
+
 class _NoLearner(Exception):
     pass
 
@@ -98,7 +141,11 @@ def main() -> None:
     from grader.sandbox import context as _context
 
     _context.preload_probes()
+    if os.environ.get("GRADER_SANDBOX_UID"):
+        _preload_learner_imports(module_path)
     _context.seal_grader()
+    if os.environ.get("GRADER_SANDBOX_UID"):
+        _drop_privileges(os.environ["GRADER_SANDBOX_UID"])
 
     # Wait for the go-ahead: the trusted side first finishes loading its checks, so no
     # learner code runs while the check files are on disk.

@@ -1,0 +1,120 @@
+"""Who the sandbox runs as, and what that user may read.
+
+Run as an ordinary user, the grader starts the sandbox as that same user: there is no one
+to switch to, and the sandbox can read whatever that user can (the README says so).
+
+Run as root (Gradescope, most CI containers), the grader runs learner code as an
+unprivileged user instead -- ``nobody`` unless ``GRADER_SANDBOX_USER`` names another --
+and makes sure that user cannot read the course's secrets:
+
+* the hidden checks are copied into a private (0700, root-owned) folder before grading,
+  and their source folder, ``solutions/`` and ``fixtures/`` are closed to other users
+  (``protect``: group and other permissions removed from those folders, nothing else);
+* the learner's files are copied into the sandbox's own folder, owned by the sandbox user,
+  so their checkout may stay wherever it is;
+* the worker starts as root only to import JAX and the grader's probes, then drops to the
+  sandbox user for good (``setgroups([])``, ``setgid``, ``setuid``) before the learner's
+  module is imported (see ``grader.sandbox.worker``).
+
+Because the worker imports Python itself as root, the interpreter may live where the
+sandbox user cannot read (pyenv under ``/root``).  Modules imported *after* the drop must be
+readable by the sandbox user, so the worker first imports, as root, the standard-library
+and installed modules the learner's file imports at its top.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pwd
+import shutil
+import stat
+from pathlib import Path
+
+DEFAULT_USER = "nobody"
+#: Copied with the learner's file: its folder, minus what is never needed (caps keep a
+#: hostile checkout from filling the disk).
+COPY_SKIP = {".git", "__pycache__", ".venv", "node_modules"}
+COPY_MAX_FILES, COPY_MAX_BYTES = 200, 32 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class SandboxUser:
+    name: str
+    uid: int
+    gid: int
+
+    @property
+    def env_value(self) -> str:
+        return f"{self.uid}:{self.gid}"
+
+
+def sandbox_user() -> SandboxUser | None:
+    """The user learner code runs as, or None when the grader is not root (no switch)."""
+    if os.geteuid() != 0:
+        return None
+    name = os.environ.get("GRADER_SANDBOX_USER") or DEFAULT_USER
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        if name != DEFAULT_USER:
+            raise ValueError(f"GRADER_SANDBOX_USER={name!r} is not a user on this machine") from None
+        return SandboxUser(name, 65534, 65534)  # nobody's conventional ids, even without a passwd entry
+    if entry.pw_uid == 0:
+        raise ValueError(f"the sandbox user {name!r} is root; name an unprivileged user in GRADER_SANDBOX_USER")
+    return SandboxUser(name, entry.pw_uid, entry.pw_gid)
+
+
+def readable_by_others(path: Path) -> bool:
+    """Whether a user that is neither the owner nor in the group can reach ``path``: read it
+    (a file) or open the files in it by name (a folder: execute permission is enough)."""
+    path = Path(path).resolve()
+    try:
+        for p in [*reversed(path.parents), path]:
+            need = stat.S_IROTH if p == path and not p.is_dir() else stat.S_IXOTH
+            if not p.stat().st_mode & need:
+                return False
+        return True
+    except OSError:
+        return False
+
+
+def protect(paths: list[Path]) -> list[Path]:
+    """Close each existing file or folder in ``paths`` to group and others when another user
+    could read it; returns those changed.  Only that one mode changes: with no execute
+    permission on a folder, nothing below it can be reached by anyone but its owner."""
+    changed = []
+    for p in paths:
+        p = Path(p)
+        if p.exists() and readable_by_others(p):
+            os.chmod(p, stat.S_IMODE(p.stat().st_mode) & ~0o077)
+            changed.append(p)
+    return changed
+
+
+def copy_submission(module_path: Path, dest: Path, user: SandboxUser) -> Path:
+    """Copy the learner's file and its folder's other files into ``dest`` (owned by ``user``);
+    returns the copy of ``module_path``."""
+    src = module_path.parent
+    dest.mkdir(parents=True, exist_ok=True)
+    files = total = 0
+    for root, dirs, names in os.walk(src):
+        dirs[:] = sorted(d for d in dirs if d not in COPY_SKIP and not d.startswith("."))
+        rel = Path(root).relative_to(src)
+        for name in sorted(names):
+            s = Path(root) / name
+            if s.is_symlink() or not s.is_file():
+                continue
+            files += 1
+            total += s.stat().st_size
+            if files > COPY_MAX_FILES or total > COPY_MAX_BYTES:
+                if s != module_path:
+                    continue
+            (dest / rel).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(s, dest / rel / name)
+    shutil.copyfile(module_path, dest / module_path.name)  # always there, whatever the caps skipped
+    for root, dirs, names in os.walk(dest):
+        os.chown(root, user.uid, user.gid)
+        for name in names:
+            os.chown(Path(root) / name, user.uid, user.gid)
+    return dest / module_path.name
