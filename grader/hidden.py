@@ -1,0 +1,73 @@
+"""Where the hidden checks come from: the course's ``solutions/`` or a private SOURCE.
+
+``grade ci --hidden SOURCE`` and ``grade batch --hidden SOURCE`` accept a folder or a
+tarball (``.tar``, ``.tar.gz``, ``.tgz``, ``.tar.xz``) that the course keeps private.  Either
+holds ``<exercise dir>/test_hidden.py`` -- at its top, under ``solutions/``, or under one
+top-level folder (what ``git archive --prefix`` or a GitHub tarball produces).
+
+``open_hidden`` yields a folder that only this user can read: a tarball is unpacked into a
+fresh private temporary folder (members that would land outside it are refused), and a
+folder is used in place.  ``digest`` names a set of hidden checks, so results graded with
+different hidden checks are never mistaken for one another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import shutil
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+HIDDEN_TESTS = "test_hidden.py"
+TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.bz2")
+
+
+class HiddenSourceError(ValueError):
+    """The hidden SOURCE is missing or unusable; the message says what to do."""
+
+
+def find_root(folder: Path) -> Path:
+    """The folder under ``folder`` that directly holds ``<exercise dir>/test_hidden.py``."""
+    candidates = [folder, folder / "solutions"]
+    subdirs = [p for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
+    if len(subdirs) == 1:
+        candidates += [subdirs[0], subdirs[0] / "solutions"]
+    for c in candidates:
+        if c.is_dir() and any(c.glob(f"*/{HIDDEN_TESTS}")):
+            return c
+    raise HiddenSourceError(
+        f"{folder} holds no hidden checks: expected <exercise dir>/{HIDDEN_TESTS} at its top or under solutions/"
+    )
+
+
+@contextlib.contextmanager
+def open_hidden(source: Path) -> Iterator[Path]:
+    source = Path(source)
+    if not source.exists():
+        raise HiddenSourceError(f"the hidden checks source {source} does not exist")
+    if source.is_dir():
+        yield find_root(source)
+        return
+    if not source.name.endswith(TAR_SUFFIXES):
+        raise HiddenSourceError(f"{source} is neither a folder nor a tarball ({', '.join(TAR_SUFFIXES)})")
+    tmp = Path(tempfile.mkdtemp(prefix="grade-hidden-"))  # mode 0700: no other user can look in
+    try:
+        try:
+            with tarfile.open(source) as tar:
+                tar.extractall(tmp, filter="data")  # refuses absolute paths, `..` and links out
+        except (tarfile.TarError, OSError) as exc:
+            raise HiddenSourceError(f"could not unpack {source}: {exc}") from None
+        yield find_root(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def digest(root: Path) -> str:
+    """A short hash of every hidden check file under ``root`` (names and contents)."""
+    h = hashlib.sha256()
+    for path in sorted(root.glob(f"*/{HIDDEN_TESTS}")):
+        h.update(path.parent.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
