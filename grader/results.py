@@ -67,7 +67,7 @@ class ExerciseResult:
     checks: tuple[CheckResult, ...]
     hidden_run: bool  # False when the hidden checks were not available (public checks only)
     duration_s: float = 0.0
-    output: str = ""  # what the learner's code printed (capped)
+    output: str = ""  # what the learner's code printed (capped); instructor only once hidden checks ran
     error: str = ""  # set when the exercise could not be graded at all (a grader error)
     private: str = ""  # instructor only: the grader's traceback when ``error`` is set
 
@@ -96,9 +96,10 @@ class ExerciseResult:
             "all_passed": self.all_passed,
             "duration_s": round(self.duration_s, 3),
             "error": self.error,
-            "output": self.output,
             "checks": [c.to_dict(private) for c in self.checks],
         }
+        if private or not self.hidden_run:  # printed during hidden checks, it may quote their inputs
+            d["output"] = self.output
         if private:
             d["private"] = self.private
         return d
@@ -122,6 +123,7 @@ class RunResult:
     duration_s: float = 0.0
     started_at: str = ""  # UTC, ISO 8601, when grading began
     submission: str = ""  # what was graded: a folder, or a repository and its commit
+    error: str = ""  # set when grading could not run at all (e.g. the course's hidden checks are unusable)
 
     @property
     def grader_errors(self) -> tuple[ExerciseResult, ...]:
@@ -147,6 +149,7 @@ class RunResult:
             "score": self.score,
             "max_score": self.max_score,
             "duration_s": round(self.duration_s, 3),
+            "error": self.error,
             "exercises": [e.to_dict(private) for e in self.exercises],
         }
 
@@ -160,5 +163,5 @@ class RunResult:
             exercises=tuple(ExerciseResult.from_dict(e) for e in d["exercises"]),
             grader_version=d["grader_version"], jax_version=d["jax_version"], seed_option=d.get("seed"),
             duration_s=d.get("duration_s", 0.0), started_at=d.get("started_at", ""),
-            submission=d.get("submission", ""),
+            submission=d.get("submission", ""), error=d.get("error", ""),
         )
