@@ -88,8 +88,21 @@ class Exercise:
         return sum(c.points for c in self.checks)
 
     def learner_paths(self, root: Path) -> list[Path]:
-        """Paths of the learner's files in a checkout rooted at ``root``."""
-        return [root / "exercises" / self.dir / f for f in self.files]
+        """Paths of the learner's files in a submission rooted at ``root``.
+
+        A fork of the learners' repository holds them at ``exercises/<dir>/<file>``.  A
+        submission without that layout (files uploaded to Gradescope, say) is searched for
+        each file by name; the shallowest match wins, and a missing file keeps its usual path
+        (the grader then says it was not found there)."""
+        usual = [root / "exercises" / self.dir / f for f in self.files]
+        if (root / "exercises").is_dir() or not root.is_dir():
+            return usual
+        found = []
+        for path, name in zip(usual, self.files):
+            matches = sorted((p for p in root.rglob(name) if ".git" not in p.parts and p.is_file()),
+                             key=lambda p: (len(p.parts), str(p)))
+            found.append(matches[0] if matches else path)
+        return found
 
 
 @dataclasses.dataclass(frozen=True)

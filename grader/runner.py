@@ -34,6 +34,7 @@ from pathlib import Path
 from grader import __version__
 from grader.manifest import Exercise, Manifest
 from grader.results import ERROR, FAILED, NOT_RUN, PASSED, CheckResult, ExerciseResult, RunResult
+from grader.sandbox import user as sandbox_user
 from grader.sandbox.client import Sandbox
 
 PUBLIC_TESTS = "test_public.py"
@@ -68,7 +69,7 @@ def derive_seed(exercise: Exercise, paths: list[Path]) -> int:
     return int.from_bytes(h.digest()[:4], "big")
 
 
-def _jax_version() -> str:
+def jax_version() -> str:
     try:
         from importlib.metadata import version
 
@@ -95,7 +96,7 @@ def grade(
     ``<dir>/test_hidden.py`` (``None``: public checks only).
     """
     t0 = time.monotonic()
-    started_at = _utc_now()
+    started_at = utc_now()
     submission_root = Path(submission_root or course_root)
     module_overrides = module_overrides or {}
     exercises = [manifest.get(n) for n in numbers]
@@ -103,6 +104,8 @@ def grade(
     runs: dict[int, ExerciseRun] = {}
     failed: dict[int, ExerciseResult] = {}  # exercises the grader itself failed on
     hidden_run = hidden_root is not None
+    if sandbox_user.sandbox_user() is not None:  # root: close the course's secrets to the sandbox user
+        sandbox_user.protect([p for p in (hidden_root, course_root / "solutions", course_root / "fixtures") if p])
     try:
         for ex in exercises:
             if ex.number in module_overrides:
@@ -141,7 +144,7 @@ def grade(
     return RunResult(
         exercises=results,
         grader_version=__version__,
-        jax_version=_jax_version(),
+        jax_version=jax_version(),
         seed_option=seed,
         duration_s=time.monotonic() - t0,
         started_at=started_at,
@@ -149,7 +152,7 @@ def grade(
     )
 
 
-def _utc_now() -> str:
+def utc_now() -> str:
     import datetime
 
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -190,7 +193,7 @@ def grade_parallel(manifest: Manifest, numbers: list[int], *, jobs: int | None =
     # Forking is fastest and safe while this process runs no threads (the CLI never imports
     # JAX); a caller that has JAX loaded (it starts threads) gets fresh interpreters instead.
     ctx = multiprocessing.get_context("spawn" if "jax" in sys.modules else "fork")
-    started_at = _utc_now()
+    started_at = utc_now()
     with cf.ProcessPoolExecutor(max_workers=min(jobs, len(numbers)), mp_context=ctx) as pool:
         futures = [pool.submit(_grade_one, manifest, kwargs, n) for n in numbers]
         exercises = []
@@ -202,7 +205,7 @@ def grade_parallel(manifest: Manifest, numbers: list[int], *, jobs: int | None =
                 exercises.append(grader_error_result(ex, (), kwargs.get("seed") or 0,
                                                      kwargs.get("hidden_root") is not None, exc))
     root = kwargs.get("submission_root") or kwargs["course_root"]
-    return RunResult(exercises=tuple(exercises), grader_version=__version__, jax_version=_jax_version(),
+    return RunResult(exercises=tuple(exercises), grader_version=__version__, jax_version=jax_version(),
                      seed_option=kwargs.get("seed"), duration_s=time.monotonic() - t0, started_at=started_at,
                      submission=str(root))
 
@@ -264,6 +267,7 @@ def _check_name(nodeid: str) -> str:
 #: failure only, never the message (it may quote the check's inputs).
 _HIDDEN_SUBMISSION_MESSAGES = {
     "not_implemented": "not implemented yet: your function still raises NotImplementedError",
+    "missing_file": "{name} was not found in your submission",
     "syntax_error": "your file has a syntax error",
     "import_error": "importing your file failed",
     "missing_function": "a function the exercise asks for is missing or was renamed",
@@ -315,7 +319,8 @@ def _check_result(check, tests: list[dict], hidden_available: bool, collect_erro
         if status == ERROR:
             message = "grader error in this hidden check (reported to your instructor)"
         elif fb.get("kind") in _HIDDEN_SUBMISSION_MESSAGES:
-            message = _HIDDEN_SUBMISSION_MESSAGES[fb["kind"]].format(exc_type=fb.get("exc_type") or "an exception")
+            message = _HIDDEN_SUBMISSION_MESSAGES[fb["kind"]].format(exc_type=fb.get("exc_type") or "an exception",
+                                                                     name=Path(fb.get("file") or "").name)
         else:
             message = check.feedback or f"this check failed; it verifies: {check.summary}"
         hint = fb.get("hint", "") if fb.get("kind") else ""  # the generic advice for a kind of failure
