@@ -3,9 +3,13 @@
 Exit codes (also in the README):
 
     0  graded; every check that ran passed          (verify: the suite is sound)
+       `grade ci`, `grade batch`: grading completed, whatever the score
     1  graded; some check failed or scored less    (verify: a problem was found)
+       `grade ci --fail-under PCT`: the score is below PCT percent
     2  usage error: unknown exercise, bad option, missing folder
-    3  could not grade: broken manifest or an internal grader error
+    3  could not grade: broken manifest, unusable hidden checks, an internal grader error
+    4  `grade ci`: graded, but the grader failed on some exercise (its result says
+       "grader error"; the instructor's JSON holds the traceback)
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from grader import hints as hints_mod
 from grader import runner
 from grader.manifest import ManifestError, load
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANNOT_GRADE = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANNOT_GRADE, EXIT_GRADER_ERROR = 0, 1, 2, 3, 4
 
 
 def course_root() -> Path:
@@ -157,6 +161,89 @@ def all_cmd(submission, seed, as_json, public_only, hidden, verbose, jobs) -> No
     _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, verbose, jobs=jobs or None)
 
 
+@main.command("ci")
+@click.option("--submission", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True,
+              help="The checkout to grade (a learner's fork, or a folder of uploaded files).")
+@click.option("--hidden", "hidden_source", type=click.Path(exists=True, path_type=Path), required=True,
+              help="The course's hidden checks: a folder or a tarball (.tar, .tar.gz, .tgz, .tar.xz).")
+@click.option("--exercise", "numbers", type=int, multiple=True, help="Only these exercises (default: all).")
+@click.option("--seed", type=int, help="Seed for the inputs drawn at grading time (default: derived from the files).")
+@click.option("-j", "--jobs", type=int, default=0, help="Exercises graded at once (default: number of cores).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the grader's own JSON results here.")
+@click.option("--instructor", is_flag=True,
+              help="Include instructor-only details (hidden checks' measurements, grader tracebacks) in --json.")
+@click.option("--gradescope", "gradescope_out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write Gradescope's results.json here.")
+@click.option("--junit", "junit_out", type=click.Path(dir_okay=False, path_type=Path), help="Write JUnit XML here.")
+@click.option("--github", is_flag=True,
+              help="GitHub Actions: append a job summary to $GITHUB_STEP_SUMMARY and print ::error annotations.")
+@click.option("--fail-under", type=click.FloatRange(0, 100),
+              help="Exit 1 when the score is below this percentage (default: never for a low score).")
+@click.option("--label", help="What the results call this submission (default: its git remote and commit, "
+                                "or its path).")
+@click.option("-q", "--quiet", is_flag=True, help="Print no report (files are still written).")
+def ci_cmd(submission, hidden_source, numbers, seed, jobs, json_out, instructor, gradescope_out, junit_out, github,
+           fail_under, label, quiet) -> None:
+    """Grade a submission with the hidden checks, as the course does (authoritative).
+
+    Exits 0 whenever grading completed, whatever the score (see --fail-under); every
+    requested file is written even when grading could not run, with the reason inside.
+    """
+    from grader import ci
+
+    outcome = ci.run(course_root(), submission.resolve(), hidden_source.resolve(), numbers=list(numbers),
+                     seed=seed, jobs=jobs or None, label=label)
+    outputs = ci.Outputs(json=json_out, instructor=instructor, gradescope=gradescope_out, junit=junit_out,
+                         github_summary=os.environ.get("GITHUB_STEP_SUMMARY") if github else None)
+    ci.write_outputs(outcome.run, outputs, submission.resolve())
+    if github:
+        from grader.reports import github as gh
+
+        for line in gh.annotations(outcome.run, submission.resolve()):
+            click.echo(line)
+    if not quiet:
+        from grader import render
+
+        render.print_run(outcome.run)
+    if outcome.problem:
+        click.echo(f"grade: could not grade: {outcome.problem}", err=True)
+        sys.exit(EXIT_CANNOT_GRADE)
+    if outcome.run.grader_errors:
+        click.echo(f"grade: the grader failed on exercise(s) "
+                   f"{', '.join(str(e.number) for e in outcome.run.grader_errors)}; rerun with --json PATH "
+                   f"--instructor for the tracebacks", err=True)
+        sys.exit(EXIT_GRADER_ERROR)
+    run = outcome.run
+    percent = 100.0 * run.score / run.max_score if run.max_score else 0.0
+    if fail_under is not None and percent < fail_under:
+        click.echo(f"grade: score {run.score}/{run.max_score} ({percent:.1f}%) is below --fail-under {fail_under:g}",
+                   err=True)
+        sys.exit(EXIT_FAILED)
+    sys.exit(EXIT_OK)
+
+
+@main.command("gradescope-bundle")
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--hidden", "hidden_source", type=click.Path(exists=True, path_type=Path),
+              help="The hidden checks to bundle: a folder or a tarball (default: the course's solutions/).")
+def gradescope_bundle_cmd(out: Path, hidden_source: Path | None) -> None:
+    """Write OUT (a .zip) for a Gradescope programming assignment's autograder."""
+    from grader import gradescope, hidden
+
+    course = course_root()
+    manifest = _manifest(course)
+    try:
+        with hidden.open_hidden(hidden_source or course / "solutions") as root:
+            entries = gradescope.bundle_entries(course, manifest, root)
+    except (hidden.HiddenSourceError, FileNotFoundError) as exc:
+        raise GraderCrash(f"could not build the bundle: {exc}") from None
+    gradescope.write_bundle(out, entries)
+    n_hidden = sum(1 for name in entries if name.startswith("hidden/"))
+    click.echo(f"wrote {out}: {len(entries)} files, hidden checks for {n_hidden} exercises, no solutions. "
+               f"Upload it as the autograder of a Gradescope programming assignment.")
+
+
 @main.command("hint")
 @click.argument("number", type=int)
 @click.option("--all", "show_all", is_flag=True, help="Show every hint at once.")
@@ -181,6 +268,16 @@ def hint_cmd(number: int, show_all: bool, reset: bool, submission: Path | None) 
         click.echo("That was the last hint. `grade hint %d --reset` starts again." % number)
 
 
+@main.command("release")
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Replace OUT's contents (OUT/.git is kept).")
+def release_cmd(out: Path, force: bool) -> None:
+    """Write the repository learners fork: stubs, statements, public checks, grader; no solutions."""
+    from grader import release
+
+    sys.exit(release.release_command_impl(out, force, course=course_root()))
+
+
 @main.command("verify")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("-j", "--jobs", type=int, default=0, help="Parallel gradings (default: number of cores).")
@@ -189,7 +286,12 @@ def verify_cmd(as_json: bool, jobs: int, numbers: tuple[int, ...]) -> None:
     """Prove the suite: solutions score full, stubs 0, wrong fixtures and cheats are caught."""
     from grader import verify
 
-    manifest = _manifest(course_root())
+    course = course_root()
+    if not any((course / "solutions").glob("*/test_hidden.py")):
+        raise click.UsageError(
+            f"`grade verify` proves the suite with the course's reference solutions, hidden checks and fixtures; "
+            f"{course} has none (a learner's copy?). Run it in the course's own repository.")
+    manifest = _manifest(course)
     report = verify.verify(manifest, course_root(), numbers=list(numbers) or None, jobs=jobs or None,
                            progress=None if as_json else click.echo)
     if as_json:
