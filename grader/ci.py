@@ -31,7 +31,6 @@ class Outputs:
     instructor: bool = False  # include private fields in the JSON
     gradescope: Path | None = None
     junit: Path | None = None
-    github_summary: str | None = None  # $GITHUB_STEP_SUMMARY
 
 
 def run(course: Path, submission: Path, hidden_source: Path, *, numbers: list[int] | None = None,
@@ -100,7 +99,7 @@ def write_outputs(result: RunResult, outputs: Outputs, repo_root: Path) -> list[
     """Write every requested report; each is a pure function of ``result``."""
     import json
 
-    from grader.reports import github, gradescope, junit
+    from grader.reports import gradescope, junit
 
     written = []
 
@@ -115,8 +114,5 @@ def write_outputs(result: RunResult, outputs: Outputs, repo_root: Path) -> list[
     put(outputs.json, json.dumps(result.to_dict(private=outputs.instructor), indent=2) + "\n")
     put(outputs.gradescope, gradescope.to_gradescope_json(result))
     put(outputs.junit, junit.to_junit_xml(result))
-    if outputs.github_summary:
-        github.write_summary(result, Path(outputs.github_summary))
-        written.append(Path(outputs.github_summary))
     return written
 

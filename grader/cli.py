@@ -56,7 +56,8 @@ def _hidden_root(course: Path, public_only: bool, hidden: Path | None) -> Path |
     return default if any(default.glob("*/test_hidden.py")) else None
 
 
-def _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, verbose, jobs=1, file=None) -> None:
+def _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, verbose, github, jobs=1,
+                      file=None) -> None:
     course = course_root()
     manifest = _manifest(course)
     for n in numbers:
@@ -82,8 +83,19 @@ def _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, v
         click.echo(render.to_json(run))
     else:
         render.print_run(run, verbose=verbose)
+    if github:
+        _report_to_github(run, sub)
     ran = [c for e in run.exercises for c in e.checks if c.status != "not_run"]
     sys.exit(EXIT_OK if ran and all(c.passed for c in ran) else EXIT_FAILED)
+
+
+def _report_to_github(run, repo_root: Path) -> None:
+    from grader.reports import github as gh
+
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        gh.write_summary(run, Path(os.environ["GITHUB_STEP_SUMMARY"]))
+    for line in gh.annotations(run, repo_root):
+        click.echo(line)
 
 
 def _materialize_fixture(ex, course: Path, file: Path) -> Path:
@@ -113,6 +125,8 @@ _grading_options = [
     click.option("--hidden", type=click.Path(exists=True, file_okay=False, path_type=Path),
                  help="Folder holding <exercise dir>/test_hidden.py (default: solutions/)."),
     click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and what your code printed."),
+    click.option("--github", is_flag=True,
+                 help="GitHub Actions: append a job summary to $GITHUB_STEP_SUMMARY and print ::error annotations."),
 ]
 
 
@@ -147,18 +161,18 @@ def list_cmd(as_json: bool) -> None:
 @grading_options
 @click.option("--file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Grade this file as the exercise's learner file (e.g. a fixture, or one learner's file).")
-def exercise_cmd(number, submission, seed, as_json, public_only, hidden, verbose, file) -> None:
+def exercise_cmd(number, submission, seed, as_json, public_only, hidden, verbose, github, file) -> None:
     """Grade exercise NUMBER."""
-    _grade_and_report([number], submission, seed, as_json, public_only, hidden, verbose, file=file)
+    _grade_and_report([number], submission, seed, as_json, public_only, hidden, verbose, github, file=file)
 
 
 @main.command("all")
 @grading_options
 @click.option("-j", "--jobs", type=int, default=0, help="Exercises graded at once (default: number of cores).")
-def all_cmd(submission, seed, as_json, public_only, hidden, verbose, jobs) -> None:
+def all_cmd(submission, seed, as_json, public_only, hidden, verbose, github, jobs) -> None:
     """Grade every exercise."""
     numbers = [e.number for e in _manifest(course_root()).exercises]
-    _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, verbose, jobs=jobs or None)
+    _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, verbose, github, jobs=jobs or None)
 
 
 @main.command("ci")
@@ -194,14 +208,10 @@ def ci_cmd(submission, hidden_source, numbers, seed, jobs, json_out, instructor,
 
     outcome = ci.run(course_root(), submission.resolve(), hidden_source.resolve(), numbers=list(numbers),
                      seed=seed, jobs=jobs or None, label=label)
-    outputs = ci.Outputs(json=json_out, instructor=instructor, gradescope=gradescope_out, junit=junit_out,
-                         github_summary=os.environ.get("GITHUB_STEP_SUMMARY") if github else None)
+    outputs = ci.Outputs(json=json_out, instructor=instructor, gradescope=gradescope_out, junit=junit_out)
     ci.write_outputs(outcome.run, outputs, submission.resolve())
     if github:
-        from grader.reports import github as gh
-
-        for line in gh.annotations(outcome.run, submission.resolve()):
-            click.echo(line)
+        _report_to_github(outcome.run, submission.resolve())
     if not quiet:
         from grader import render
 

@@ -68,10 +68,13 @@ def test_release_fork_learner_ci_then_authoritative_grading(tmp_path):
 
     # The learner workflow's command, in the fork: public checks only, and it says so.
     workflow = (fork / ".github" / "workflows" / "grade.yml").read_text()
-    assert "grade all --json" in workflow
-    public = grade(fork, "all", "--json", "-j", "2")
+    assert "grade all --github" in workflow
+    learner_summary = tmp_path / "learner-summary.md"
+    public = grade(fork, "all", "--github", "-j", "2", env={"GITHUB_STEP_SUMMARY": str(learner_summary)})
     assert public.returncode == 1, public.stderr  # some public checks fail: normal while unfinished
-    public_run = json.loads(public.stdout)
+    assert "hidden checks not run" in learner_summary.read_text()
+    assert f"::error file=exercises/{ex[1].dir}/{ex[1].module_file}" in public.stdout
+    public_run = json.loads(grade(fork, "all", "--json", "-j", "2").stdout)
     assert public_run["score"] == 0 and not any(e["hidden_run"] for e in public_run["exercises"])
     assert {e["number"]: all(c["passed"] for c in e["checks"] if c["status"] != "not_run")
             for e in public_run["exercises"]}[3] is True
