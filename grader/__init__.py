@@ -17,10 +17,24 @@ Architecture in five minutes
   trusted process with ``grader.pytest_plugin`` providing ``submission``/``rng``/...
   fixtures.  Tests decide pass/fail from plain data; failures carry structured feedback
   (``grader.feedback.CheckFailed``: message, measured, expected, hint).
-* ``grader.results`` holds frozen results; ``grader.render`` turns them into terminal
-  output or JSON; ``grader.cli`` is a thin click layer; ``grader.verify`` proves the
-  suite (solutions full marks, stubs zero, wrong fixtures and cheats caught).
+* ``grader.results`` holds frozen results, with two audiences: everything is for the
+  learner except the ``private`` fields (what hidden checks measured, grader tracebacks),
+  which only the instructor's JSON and the gradebook keep.  Every report is a pure
+  function of a result: ``grader.render`` (terminal, JSON), ``grader.reports`` (Gradescope,
+  JUnit, GitHub Actions).  ``grader.cli`` is a thin click layer; ``grader.verify`` proves
+  the suite (solutions full marks, stubs zero, wrong fixtures and cheats caught).
 * Everything that depends on the JAX version lives in ``grader.jaxcompat``.
+
+Grading for a course (the README's "For courses" section):
+
+* ``grader.release`` builds the learners' repository from an allowlist and scans it for
+  leaks; ``grader.hidden`` opens the private hidden checks (folder or tarball);
+  ``grader.ci`` grades one fork authoritatively and always leaves a result;
+  ``grader.gradescope`` builds Gradescope's autograder zip.
+* ``grader.batch`` grades many forks, one (submission, exercise) unit per worker, and
+  ``grader.gradebook`` records every result in SQLite, resumably.
+* ``grader.sandbox.user``: as root, learner code runs as an unprivileged user that cannot
+  read the course's secrets.
 """
 
 __version__ = "0.1.0"
