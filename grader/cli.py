@@ -311,5 +311,10 @@ def verify_cmd(as_json: bool, jobs: int, numbers: tuple[int, ...]) -> None:
     sys.exit(EXIT_OK if report.ok else EXIT_FAILED)
 
 
+from grader.cli_batch import batch_cmd, gradebook_group  # noqa: E402 - they import this module's helpers
+
+main.add_command(batch_cmd)
+main.add_command(gradebook_group)
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -6,6 +6,15 @@ checkout holding the reference solutions (the full amount of grading work), each
 REPEAT times in a fresh process.  The sandbox's persistent compile cache is warm after the
 first run, as it is for a learner re-grading; the last row turns it off (GRADER_NO_CACHE=1).  Prints medians and each as a ratio to the floor, with
 the targets (exercise <= 2.5x, all <= 8x), and writes bench-results/latest.json.
+
+Then `grade batch` throughput: BENCH_FORKS synthetic forks of the course (the reference
+solutions, the stubs, known-wrong fixtures, generic cheats; every exercise in each) graded
+into a fresh gradebook with -j 1 and with -j 2, one after the other in this run; reported
+as submissions graded per minute, with the target speed-up from 1 to 2 workers (>= 1.7x),
+under "batch" in the same file.  Each row also gives the CPU time the batch used and so
+the cores it kept busy: one worker already keeps more than one core busy (the sandbox's
+JAX start-up overlaps the trusted side's work, and some exercises run a second, clean JAX
+process), which bounds the speed-up on a machine with few cores.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -23,6 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))
 TARGET_EXERCISE, TARGET_ALL = 2.5, 8.0
+BENCH_FORKS = int(os.environ.get("BENCH_FORKS", "6"))
+TARGET_BATCH_SPEEDUP = 1.7
 BIN = Path(sys.executable).parent
 
 
@@ -47,6 +59,89 @@ def solutions_checkout() -> Path:
         for f in ex.files:
             shutil.copy(REPO / "solutions" / ex.dir / f, dst / "exercises" / ex.dir / f)
     return dst, [ex.number for ex in load(REPO / "exercises" / "manifest.toml").exercises]
+
+
+def synthetic_forks(n: int) -> tuple[Path, list[str]]:
+    """``n`` checkouts: solutions, stubs, then alternately a known-wrong fixture and a generic
+    cheat for every exercise (the k-th of each, so no two forks are alike)."""
+    sys.path.insert(0, str(REPO))
+    from grader import verify
+    from grader.manifest import load
+
+    exercises = load(REPO / "exercises" / "manifest.toml").exercises
+    cheats = sorted(p for p in (REPO / "fixtures" / "cheats").glob("*/") if (p / "cheat.py").is_file())
+    root = Path(tempfile.mkdtemp(prefix="grade-bench-forks-"))
+    forks = []
+    for i in range(n):
+        kind = ["solution", "stub", "wrong", "cheat"][min(i, 2 + i % 2)]
+        fork = root / f"{kind}-{i}"
+        for ex in exercises:
+            folder = fork / "exercises" / ex.dir
+            folder.mkdir(parents=True)
+            stub = (REPO / "exercises" / ex.dir / ex.module_file).read_text(encoding="utf-8")
+            if kind in ("solution", "stub"):
+                base = REPO / ("solutions" if kind == "solution" else "exercises") / ex.dir
+                for f in ex.files:
+                    shutil.copy(base / f, folder / f)
+                continue
+            if kind == "wrong":
+                wrong = [p for p in sorted((REPO / "fixtures" / ex.dir).glob("*/"))
+                         if verify.read_fixture(p).get("kind") == "wrong"]
+                pick = wrong[(i // 2) % len(wrong)]
+                text = verify.fixture_source(ex, REPO, pick) or (pick / ex.module_file).read_text(encoding="utf-8")
+            else:
+                trick = cheats[(i // 2) % len(cheats)]
+                text = stub + "\n\n" + (trick / "cheat.py").read_text(encoding="utf-8")
+                for extra in trick.iterdir():
+                    if extra.name not in ("cheat.py", "fixture.toml"):
+                        shutil.copy(extra, folder / extra.name)
+            (folder / ex.module_file).write_text(text, encoding="utf-8")
+        forks.append(str(fork))
+    return root, forks
+
+
+def batch_command() -> list[str]:
+    """`grade batch`, or the same command through a small entry point while cli.py does not list it."""
+    sys.path.insert(0, str(REPO))
+    from grader import cli
+
+    if "batch" in cli.main.commands:
+        return [str(BIN / "grade"), "batch"]
+    entry = ("import sys; from grader import cli; from grader.cli_batch import batch_cmd; "
+             "cli.main.add_command(batch_cmd); sys.exit(cli.main())")
+    return [sys.executable, "-c", entry, "batch"]
+
+
+def children_cpu() -> float:
+    """CPU seconds used so far by finished child processes (and theirs): what a batch cost."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def bench_batch(numbers: list[int]) -> dict:
+    root, forks = synthetic_forks(BENCH_FORKS)
+    rows = []
+    try:
+        for jobs in (1, 2):
+            book = root / f"grades-j{jobs}.sqlite"
+            cpu0 = children_cpu()
+            secs = timed(batch_command() + [*forks, "--gradebook", str(book), "-j", str(jobs), "--quiet"])
+            cpu = children_cpu() - cpu0
+            db = sqlite3.connect(book)
+            units, errors = db.execute("SELECT count(*), count(NULLIF(error, '')) FROM gradings").fetchone()
+            db.close()
+            if units != len(forks) * len(numbers) or errors:
+                raise RuntimeError(f"grade batch -j {jobs} recorded {units} gradings ({errors} grader errors); "
+                                   f"expected {len(forks) * len(numbers)} without errors")
+            rows.append({"jobs": jobs, "seconds": round(secs, 2), "units": units,
+                         "submissions_per_minute": round(len(forks) * 60 / secs, 2),
+                         "cpu_s": round(cpu, 1), "cores_busy": round(cpu / secs, 2)})
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    speedup = rows[1]["submissions_per_minute"] / rows[0]["submissions_per_minute"]
+    return {"forks": len(forks), "rows": rows, "speedup": round(speedup, 2), "target_speedup": TARGET_BATCH_SPEEDUP}
 
 
 def main() -> int:
@@ -79,6 +174,17 @@ def main() -> int:
          "rows": [{"name": n, "median_s": round(s, 3), "ratio": round(s / floor, 2), "target": t} for n, s, t in rows]},
         indent=2))
     print(f"({os.cpu_count()} cores, median of {REPEAT} runs each; written to bench-results/latest.json)")
+    batch = bench_batch(numbers)
+    print(f"\ngrade batch, {batch['forks']} synthetic forks of every exercise, once each:")
+    for r in batch["rows"]:
+        print(f"  -j {r['jobs']}: {r['seconds']:>7.2f} s  {r['submissions_per_minute']:>6.2f} submissions/minute"
+              f"  ({r['cpu_s']:.0f} CPU s: {r['cores_busy']:.2f} cores busy)")
+    fast = batch["speedup"] >= TARGET_BATCH_SPEEDUP
+    print(f"  speed-up 1 -> 2 workers: {batch['speedup']:.2f}x (target >= {TARGET_BATCH_SPEEDUP}x) "
+          f"{'ok' if fast else 'SLOW'}")
+    results = json.loads((out / "latest.json").read_text())
+    results["batch"] = batch
+    (out / "latest.json").write_text(json.dumps(results, indent=2))
     return 0
 
 
