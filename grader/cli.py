@@ -23,28 +23,17 @@ from pathlib import Path
 import click
 from grader import hints as hints_mod
 from grader import runner
-from grader.manifest import ManifestError, load
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANNOT_GRADE, EXIT_GRADER_ERROR = 0, 1, 2, 3, 4
-
-
-def course_root() -> Path:
-    """The course: manifest, public checks, and (by default) solutions/ with the hidden checks.
-
-    The checkout the grader is installed from, unless GRADER_COURSE names another.
-    """
-    return Path(os.environ.get("GRADER_COURSE") or Path(__file__).resolve().parents[1]).resolve()
-
-
-class GraderCrash(click.ClickException):
-    exit_code = EXIT_CANNOT_GRADE
-
-
-def _manifest(course: Path):
-    try:
-        return load(course / "exercises" / "manifest.toml")
-    except ManifestError as exc:
-        raise GraderCrash(f"the exercise manifest is broken: {exc}") from None
+from grader.cli_common import (  # noqa: F401 - re-exported: the exit codes are part of the CLI
+    EXIT_CANNOT_GRADE,
+    EXIT_FAILED,
+    EXIT_GRADER_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    GraderCrash,
+    _manifest,
+    course_root,
+)
 
 
 def _hidden_root(course: Path, public_only: bool, hidden: Path | None) -> Path | None:

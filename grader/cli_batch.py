@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from grader.cli import EXIT_CANNOT_GRADE, EXIT_GRADER_ERROR, EXIT_OK, GraderCrash, _manifest, course_root
+from grader.cli_common import EXIT_CANNOT_GRADE, EXIT_GRADER_ERROR, EXIT_OK, GraderCrash, _manifest, course_root
 
 DEFAULT_GRADEBOOK = "grades.sqlite"
 
