@@ -241,3 +241,83 @@ def test_sandbox_user_is_refused_when_it_is_root(monkeypatch):
     monkeypatch.setenv("GRADER_SANDBOX_USER", "no-such-user-here")
     with pytest.raises(ValueError, match="not a user"):
         sandbox_user.sandbox_user()
+
+
+@pytest.fixture(scope="module")
+def zygote():
+    from grader.sandbox.client import Zygote
+
+    with Zygote() as z:
+        yield z
+
+
+def test_zygote_workers_are_fresh_isolated_workers(tmp_path, zygote):
+    src = ("import os, jax\nprint('hi')\n@jax.jit\ndef f(x):\n    return x * 2\n"
+           "def info():\n    return {'devices': len(jax.devices()), 'uid': os.getuid()}\n")
+    calls = [{"args": [np.zeros(n, np.float32)]} for n in (3, 3, 4)]
+    seen = []
+    for devices in (8, 2):  # each child gets its own device count and empty caches
+        with sandbox_for(tmp_path, src, zygote=zygote, cpu_devices=devices) as sb:
+            counts = sb.probe("generic:count_compiles", "f", calls)["compiles"]["by_name"]["f"]
+            seen.append((counts, sb.call("info")["devices"], sb.call("info")["uid"] != 0 or os.geteuid() != 0))
+            assert sb.output == "hi\n"
+            assert isinstance(sb.proc, object) and sb.proc.pid != zygote.proc.pid
+    assert seen == [(2, 8, True), (2, 2, True)]
+
+
+def test_zygote_workers_report_crashes_timeouts_and_learner_failures(tmp_path, zygote):
+    with sandbox_for(tmp_path, "import os\ndef f():\n    os._exit(7)\n", zygote=zygote) as sb:
+        err = error_of(sb)
+    assert err.kind == "crashed" and "status 7" in err.message
+    with sandbox_for(tmp_path, "def f():\n    while True:\n        pass\n", zygote=zygote, timeout_s=1) as sb:
+        assert error_of(sb).kind == "timeout"
+    with sandbox_for(tmp_path, "def f(:\n", zygote=zygote) as sb:
+        assert error_of(sb).kind == "syntax_error"
+    with sandbox_for(tmp_path, "import sys\nsys.stdin.read()\ndef f():\n    return 1\n", zygote=zygote) as sb:
+        assert sb.call("f") == 1  # stdin is /dev/null, not the zygote's request pipe
+
+
+def test_a_dead_zygote_falls_back_to_a_fresh_worker(tmp_path):
+    from grader.sandbox.client import Zygote
+
+    z = Zygote().start()
+    z.close()
+    with sandbox_for(tmp_path, "def f():\n    return 5\n", zygote=z) as sb:
+        assert sb.call("f") == 5 and isinstance(sb.proc, __import__("subprocess").Popen)
+
+
+@pytest.mark.parametrize("via_zygote", [False, True])
+def test_workers_die_with_a_killed_grader(tmp_path, via_zygote):
+    import signal
+    import subprocess
+    import sys
+
+    learner = tmp_path / "learner.py"
+    learner.write_text("def spin():\n    while True:\n        pass\n")
+    script = (
+        "import sys\nfrom grader.sandbox.client import Sandbox, Zygote\n"
+        f"z = Zygote().start() if {via_zygote} else None\n"
+        f"sb = Sandbox({str(learner)!r}, timeout_s=600, zygote=z).start()\n"
+        "sb.begin_import()\nprint(sb.proc.pid, flush=True)\nsb.call('spin')\n"
+    )
+    grader_proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                                   start_new_session=True)
+    worker_pid = int(grader_proc.stdout.readline())
+    deadline = time.monotonic() + 20
+    stat = Path(f"/proc/{worker_pid}/stat")
+    while time.monotonic() < deadline and int(stat.read_text().rsplit(")", 1)[1].split()[11]) < 100:
+        time.sleep(0.1)  # until the worker has spent 1 s of CPU (utime, in ticks): it is spinning
+    os.killpg(grader_proc.pid, signal.SIGKILL)  # the grader (and, with a zygote, the zygote's group too)
+    grader_proc.wait()
+    grader_proc.stdout.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker_pid, 0)
+        except ProcessLookupError:
+            return
+        if Path(f"/proc/{worker_pid}/stat").read_text().split()[2] == "Z":
+            return  # ended, waiting for its (dead) parent's reaper
+        time.sleep(0.1)
+    os.kill(worker_pid, 9)
+    pytest.fail("the worker outlived the grader that started it")

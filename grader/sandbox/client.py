@@ -80,6 +80,23 @@ def compilation_cache_env(module_path: Path) -> dict[str, str]:
     return jaxcompat.compile_cache_env(str(base / key))
 
 
+def worker_base_env() -> dict[str, str]:
+    """The environment every worker (and zygote) starts from: the grader's own, minus JAX,
+    XLA, pytest and grader settings, plus what makes a worker deterministic."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_", "PYTEST_", "GRADER_"))}
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join([str(GRADER_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONHASHSEED": "0",
+            "PYTHONUNBUFFERED": "1",
+            "JAX_PLATFORMS": "cpu",
+            "TF_CPP_MIN_LOG_LEVEL": "3",
+        }
+    )
+    return env
+
+
 class _OutputDrain(threading.Thread):
     """Reads the worker's stdout+stderr so it never blocks; keeps only a head and a tail."""
 
@@ -128,12 +145,14 @@ class Sandbox:
         memory_mb: int = 4096,
         cpu_devices: int = 1,
         extra_env: dict[str, str] | None = None,
+        zygote: "Zygote | None" = None,
     ):
         self.module_path = Path(module_path).resolve() if module_path is not None else None
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
         self.cpu_devices = cpu_devices
         self.extra_env = dict(extra_env or {})
+        self.zygote = zygote  # forks the worker from a process that imported JAX already
         self.proc: subprocess.Popen | None = None
         self._dead: SubmissionError | None = None
         self._ready = False
@@ -154,21 +173,13 @@ class Sandbox:
                 "missing_file", f"{self.module_path.name} was not found at {self.module_path}", file=str(self.module_path)
             )
             return self
-        to_child_r, to_child_w = os.pipe()
-        from_child_r, from_child_w = os.pipe()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_", "PYTEST_", "GRADER_"))}
+        env = worker_base_env()
         env.update(
             {
-                "PYTHONPATH": os.pathsep.join([str(GRADER_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]),
-                "PYTHONDONTWRITEBYTECODE": "1",
-                "PYTHONHASHSEED": "0",
-                "PYTHONUNBUFFERED": "1",
-                "JAX_PLATFORMS": "cpu",
                 jaxcompat.CPU_DEVICES_ENV: str(self.cpu_devices),
-                "TF_CPP_MIN_LOG_LEVEL": "3",
-                "GRADER_PROTO_FDS": f"{to_child_r},{from_child_w}",
                 "GRADER_MODULE_PATH": str(self.module_path or ""),
                 "GRADER_MEMORY_MB": str(self.memory_mb),
+                "GRADER_CPU_LIMIT_S": str(int(4 * self.timeout_s + 60)),
             }
         )
         if self.module_path is not None:
@@ -187,6 +198,14 @@ class Sandbox:
                 env["GRADER_MODULE_PATH"] = str(copy)
             env.update(jaxcompat.compile_cache_env(None))  # the cache folder is root's
             env.update({"GRADER_SANDBOX_UID": self.user.env_value, "HOME": self._cwd.name, "TMPDIR": self._cwd.name})
+        if self.zygote is not None and self.zygote.alive:
+            self.proc, self._to, self._from_fd = self.zygote.spawn(env, Path(self._cwd.name))
+            self._drain = _OutputDrain(self.proc.stdout)
+            self._drain.start()
+            return self
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        env["GRADER_PROTO_FDS"] = f"{to_child_r},{from_child_w}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "grader.sandbox.worker"],
             stdin=subprocess.DEVNULL,
@@ -383,3 +402,131 @@ class Sandbox:
 
     def probe(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return self.request("probe", name, *args, **kwargs)
+
+
+class _ForkedWorker:
+    """A worker forked by a zygote, with the part of ``subprocess.Popen`` that ``Sandbox``
+    uses.  It is the zygote's child, not ours: its exit status comes from the zygote."""
+
+    def __init__(self, zygote: "Zygote", pid: int, stdout):
+        self._zygote = zygote
+        self.pid = pid
+        self.stdout = stdout
+
+    @property
+    def returncode(self) -> int | None:
+        return self._zygote.exit_status(self.pid)
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        return self._zygote.wait_exit(self.pid, timeout=timeout if timeout is not None else 30.0)
+
+
+class Zygote:
+    """Trusted side of ``grader.sandbox.zygote``: start it once, then ``Sandbox(...,
+    zygote=z)`` forks each worker from it instead of starting a new Python."""
+
+    OPEN_TIMEOUT_S = 30.0
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._exits: dict[int, int] = {}
+        self._pids: dict[int, int] = {}
+        self._next = 1
+        self._dead = False
+
+    def start(self) -> "Zygote":
+        env = worker_base_env()
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = "1"  # no thread pools in a process that forks
+        self.proc = subprocess.Popen([sys.executable, "-m", "grader.sandbox.zygote"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                                     cwd=tempfile.gettempdir(), start_new_session=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        return self
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            msg = json.loads(line)
+            with self._cond:
+                if "exit" in msg:
+                    self._exits[msg["exit"]] = msg["status"]
+                else:
+                    self._pids[msg["id"]] = msg["pid"]
+                self._cond.notify_all()
+        with self._cond:
+            self._dead = True
+            self._cond.notify_all()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and not self._dead and self.proc.poll() is None
+
+    def exit_status(self, pid: int) -> int | None:
+        with self._cond:
+            return self._exits.get(pid)
+
+    def wait_exit(self, pid: int, timeout: float) -> int | None:
+        with self._cond:
+            self._cond.wait_for(lambda: pid in self._exits or self._dead, timeout=timeout)
+            return self._exits.get(pid, -signal.SIGKILL if self._dead else None)
+
+    def spawn(self, env: dict[str, str], cwd: Path):
+        """Fork a worker into ``cwd``; returns (process, requests writer, replies fd)."""
+        fifos = cwd / ".io"
+        fifos.mkdir(mode=0o700)
+        for name in ("out", "requests", "replies"):
+            os.mkfifo(fifos / name, 0o600)
+        out_r = os.open(fifos / "out", os.O_RDONLY | os.O_NONBLOCK)
+        replies_r = os.open(fifos / "replies", os.O_RDONLY | os.O_NONBLOCK)
+        with self._lock:
+            rid, self._next = self._next, self._next + 1
+            line = json.dumps({"op": "spawn", "id": rid, "env": env, "cwd": str(cwd), "fifos": str(fifos)})
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+        with self._cond:
+            self._cond.wait_for(lambda: rid in self._pids or self._dead, timeout=self.OPEN_TIMEOUT_S)
+            pid = self._pids.pop(rid, None)
+        if pid is None:
+            raise RuntimeError("the sandbox zygote did not answer")
+        deadline = time.monotonic() + self.OPEN_TIMEOUT_S
+        while True:  # the child opens its end of `requests` last: once we can, it is ready
+            try:
+                requests_w = os.open(fifos / "requests", os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError:
+                if self.exit_status(pid) is not None or time.monotonic() > deadline:
+                    requests_w = os.open(os.devnull, os.O_WRONLY)  # writes go nowhere; the read sees the crash
+                    break
+                time.sleep(0.001)
+        os.set_blocking(requests_w, True)
+        os.set_blocking(out_r, True)
+        return (_ForkedWorker(self, pid, os.fdopen(out_r, "rb")), os.fdopen(requests_w, "wb", buffering=0),
+                replies_r)
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        self._reader.join(timeout=5)
+        self.proc.stdout.close()
+        self.proc = None
+
+    def __enter__(self) -> "Zygote":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -34,6 +34,28 @@ def _limit_resources() -> None:
     if mb > 0:
         resource.setrlimit(resource.RLIMIT_AS, (mb << 20, mb << 20))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # A backstop for when nobody is left to enforce the time budget (the grader was killed):
+    # the kernel ends a worker that has used this much CPU, whatever its code does.
+    cpu_s = int(os.environ.get("GRADER_CPU_LIMIT_S", "0") or 0)
+    if cpu_s > 0:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+
+
+def die_with_parent() -> None:
+    """Ask the kernel to kill this process when its parent ends (Linux), so a grader killed
+    mid-grading leaves no worker behind.  Changing user clears the request: call it after
+    the privilege drop.  Elsewhere it does nothing (the CPU limit still applies)."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) != 0:  # PR_SET_PDEATHSIG
+            return
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent ended before the request was made
+        os._exit(1)
 
 
 class _Channel:
@@ -129,23 +151,37 @@ def main() -> None:
     _limit_resources()
     rfd, wfd = (int(x) for x in os.environ["GRADER_PROTO_FDS"].split(","))
     chan = _Channel(rfd, wfd)
+    import_harness()
+    serve(chan)
+
+
+def import_harness() -> None:
+    """Heavy imports happen before the learner's code: their bindings are ours.  A zygote
+    (``grader.sandbox.zygote``) does this once and forks a worker per sandbox."""
+    import numpy as np  # noqa: F401
+    import jax  # noqa: F401
+    from grader import plaindata  # noqa: F401
+    from grader.sandbox import context as _context
+
+    _context.preload_probes()
+
+
+def serve(chan: "_Channel") -> None:
+    """Seal the grader, drop privileges (as root), import the learner's module when told
+    to, then answer requests until told to stop."""
+    from grader import plaindata
+    from grader.sandbox import context as _context
+
     # An empty module path makes a clean worker: no learner code at all, for trusted
     # measurements that need a fresh JAX process of their own (see `Sandbox.clean`).
     module_path = os.path.abspath(os.environ["GRADER_MODULE_PATH"]) if os.environ["GRADER_MODULE_PATH"] else ""
     learner_files = (module_path,)
-
-    # Heavy imports happen before the learner's code: their bindings are ours.
-    import numpy as np  # noqa: F401
-    import jax  # noqa: F401
-    from grader import plaindata
-    from grader.sandbox import context as _context
-
-    _context.preload_probes()
     if os.environ.get("GRADER_SANDBOX_UID"):
         _preload_learner_imports(module_path)
     _context.seal_grader()
     if os.environ.get("GRADER_SANDBOX_UID"):
         _drop_privileges(os.environ["GRADER_SANDBOX_UID"])
+    die_with_parent()
 
     # Wait for the go-ahead: the trusted side first finishes loading its checks, so no
     # learner code runs while the check files are on disk.
