@@ -327,32 +327,45 @@ def _worker_main(conn) -> None:
     for var in _ONE_THREAD:  # the workers are the parallelism: no BLAS thread pools competing for cores
         os.environ.setdefault(var, "1")
     manifests: dict[str, Manifest] = {}
+    from grader.sandbox.client import Zygote
+
+    # One JAX import for all this process's sandboxes; GRADER_NO_ZYGOTE=1 starts each afresh.
+    zygote = Zygote() if os.environ.get("GRADER_NO_ZYGOTE") == "1" else Zygote().start()
+    try:
+        stopped = _serve_jobs(conn, state, manifests, zygote)
+    finally:
+        zygote.close()
+    if stopped:
+        raise SystemExit(WORKER_STOPPED)
+
+
+def _serve_jobs(conn, state: dict, manifests: dict, zygote) -> bool:
+    """Grade the units sent until there are no more (False) or this worker is stopped (True)."""
     while True:
         try:
             job = conn.recv()
         except (EOFError, OSError):
-            return
+            return False
         if job is None:
-            return
+            return False
         if state["stop"]:
-            break
+            return True
         state["grading"] = True
         try:
-            run = _grade_unit(job, manifests)
+            run = _grade_unit(job, manifests, zygote)
         except KeyboardInterrupt:
             run = None
         finally:
             state["grading"] = False
         if state["stop"] or run is None:
-            break
+            return True
         try:
             conn.send(run)
         except (OSError, ValueError):
-            return
-    raise SystemExit(WORKER_STOPPED)
+            return False
 
 
-def _grade_unit(job: dict, manifests: dict[str, Manifest]) -> RunResult:
+def _grade_unit(job: dict, manifests: dict[str, Manifest], zygote=None) -> RunResult:
     from grader import runner
     from grader.manifest import load
 
@@ -362,7 +375,7 @@ def _grade_unit(job: dict, manifests: dict[str, Manifest]) -> RunResult:
     root = Path(job["submission"])
     try:
         return runner.grade(manifest, [job["number"]], course_root=Path(job["course"]), submission_root=root,
-                            hidden_root=Path(job["hidden"]), seed=None)
+                            hidden_root=Path(job["hidden"]), seed=None, zygote=zygote)
     except Exception as exc:  # a bug in the grader: still a result, never a hole
         return _error_run(manifest.get(job["number"]), root, exc)
 

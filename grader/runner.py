@@ -35,7 +35,7 @@ from grader import __version__
 from grader.manifest import Exercise, Manifest
 from grader.results import ERROR, FAILED, NOT_RUN, PASSED, CheckResult, ExerciseResult, RunResult
 from grader.sandbox import user as sandbox_user
-from grader.sandbox.client import Sandbox
+from grader.sandbox.client import Sandbox, Zygote
 
 PUBLIC_TESTS = "test_public.py"
 #: Check files are copied to a private folder under these names (see grader.pytest_plugin).
@@ -87,13 +87,15 @@ def grade(
     module_overrides: dict[int, Path] | None = None,
     hidden_root: Path | None = None,
     seed: int | None = None,
+    zygote: Zygote | None = None,
 ) -> RunResult:
     """Grade the exercises ``numbers``.
 
     ``course_root`` holds the trusted ``exercises/`` (public tests); ``submission_root`` is
     the checkout being graded (defaults to ``course_root``); ``module_overrides`` maps an
     exercise number to a learner file elsewhere (fixtures); ``hidden_root`` holds
-    ``<dir>/test_hidden.py`` (``None``: public checks only).
+    ``<dir>/test_hidden.py`` (``None``: public checks only); ``zygote`` forks the
+    sandboxes from a process that imported JAX already (``grade batch``).
     """
     t0 = time.monotonic()
     started_at = utc_now()
@@ -116,7 +118,7 @@ def grade(
                 module_path = paths[0]
             ex_seed = seed if seed is not None else derive_seed(ex, paths)
             try:
-                runs[ex.number] = _start(ex, module_path, ex_seed, course_root, hidden_root, tmp)
+                runs[ex.number] = _start(ex, module_path, ex_seed, course_root, hidden_root, tmp, zygote)
             except Exception as exc:
                 failed[ex.number] = grader_error_result(ex, tuple(map(str, paths)), ex_seed, hidden_run, exc)
         try:
@@ -159,7 +161,7 @@ def utc_now() -> str:
 
 
 def _start(ex: Exercise, module_path: Path, seed: int, course_root: Path, hidden_root: Path | None,
-           tmp: Path) -> ExerciseRun:
+           tmp: Path, zygote: Zygote | None = None) -> ExerciseRun:
     """Copy the exercise's checks and start its workers (their JAX imports overlap the rest)."""
     public = course_root / "exercises" / ex.dir / PUBLIC_TESTS
     if public.is_file():
@@ -169,10 +171,10 @@ def _start(ex: Exercise, module_path: Path, seed: int, course_root: Path, hidden
         if not hidden.is_file():
             raise FileNotFoundError(f"the hidden checks of exercise {ex.number} are missing: no {hidden}")
         shutil.copyfile(hidden, tmp / f"test_e{ex.number:02d}_hidden.py")
-    sandbox = Sandbox(module_path, timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices)
-    run = ExerciseRun(ex, module_path, seed, sandbox.start())
+    limits = dict(timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices, zygote=zygote)
+    run = ExerciseRun(ex, module_path, seed, Sandbox(module_path, **limits).start())
     if ex.clean_worker:
-        run.clean = Sandbox.clean(timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices).start()
+        run.clean = Sandbox.clean(**limits).start()
     return run
 
 

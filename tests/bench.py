@@ -100,18 +100,6 @@ def synthetic_forks(n: int) -> tuple[Path, list[str]]:
     return root, forks
 
 
-def batch_command() -> list[str]:
-    """`grade batch`, or the same command through a small entry point while cli.py does not list it."""
-    sys.path.insert(0, str(REPO))
-    from grader import cli
-
-    if "batch" in cli.main.commands:
-        return [str(BIN / "grade"), "batch"]
-    entry = ("import sys; from grader import cli; from grader.cli_batch import batch_cmd; "
-             "cli.main.add_command(batch_cmd); sys.exit(cli.main())")
-    return [sys.executable, "-c", entry, "batch"]
-
-
 def children_cpu() -> float:
     """CPU seconds used so far by finished child processes (and theirs): what a batch cost."""
     import resource
@@ -127,7 +115,7 @@ def bench_batch(numbers: list[int]) -> dict:
         for jobs in (1, 2):
             book = root / f"grades-j{jobs}.sqlite"
             cpu0 = children_cpu()
-            secs = timed(batch_command() + [*forks, "--gradebook", str(book), "-j", str(jobs), "--quiet"])
+            secs = timed([str(BIN / "grade"), "batch", *forks, "--gradebook", str(book), "-j", str(jobs), "--quiet"])
             cpu = children_cpu() - cpu0
             db = sqlite3.connect(book)
             units, errors = db.execute("SELECT count(*), count(NULLIF(error, '')) FROM gradings").fetchone()

@@ -1,0 +1,139 @@
+"""A zygote: one process that imports JAX once and forks a fresh sandbox worker on demand.
+
+Starting a sandbox worker costs a Python start and a JAX import (about 0.6 s of CPU on
+the reference machine), more than many exercises' grading itself.  ``grade batch`` starts
+hundreds, so each of its grading processes keeps a zygote: a process that has imported
+NumPy, JAX and the grader's probes -- and nothing else: it never runs learner code,
+never compiles, and never initialises a JAX backend -- and forks a worker per sandbox.
+The child is then exactly a worker that has done its imports: a fresh JAX with empty
+caches, its own session, its own device count and compile-cache settings (applied through
+``jax.config`` before any backend exists), its own resource limits, and, as root, the
+same privilege drop (``grader.sandbox.worker.serve``).
+
+Protocol, one JSON line each way on the zygote's stdin/stdout:
+
+    -> {"op": "spawn", "id": 7, "env": {...}, "cwd": "/tmp/grade-sandbox-x", "fifos": "/tmp/grade-sandbox-x/.io"}
+    <- {"id": 7, "pid": 12345}
+    <- {"exit": 12345, "status": -9}        # when a child ends (as Popen.returncode)
+
+The child talks to the trusted side through three FIFOs in ``fifos`` (``out``: its
+stdout and stderr; ``requests`` and ``replies``: the worker protocol), which the client
+creates in the sandbox's private folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import sys
+
+
+def _apply_jax_config(env: dict[str, str]) -> None:
+    """Settings a fresh worker reads from its environment when JAX starts: applied here
+    through ``jax.config`` (JAX is imported already, no backend exists yet)."""
+    import jax
+
+    for key, raw in env.items():
+        name = key.lower()
+        if not key.startswith("JAX_") or key == "JAX_PLATFORMS" or name not in jax.config.values:
+            continue
+        current = jax.config.values[name]
+        if isinstance(current, bool):
+            value = raw.lower() in ("1", "true", "yes", "on")
+        elif isinstance(current, int):
+            value = int(raw)
+        elif isinstance(current, float):
+            value = float(raw)
+        else:
+            value = raw
+        jax.config.update(name, value)
+
+
+def _child(request: dict) -> None:
+    """In the forked child: become a worker (never returns)."""
+    from grader.sandbox import worker
+
+    code = 0
+    try:
+        os.setsid()
+        fifos = request["fifos"]
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)  # never the zygote's request pipe
+        os.close(devnull)
+        out = os.open(os.path.join(fifos, "out"), os.O_WRONLY)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(out)
+        sys.stdin = open(os.devnull)
+        sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+        sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+        # `requests` last: the trusted side takes a successful open of it as "ready"
+        wfd = os.open(os.path.join(fifos, "replies"), os.O_WRONLY)
+        rfd = os.open(os.path.join(fifos, "requests"), os.O_RDONLY)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        _apply_jax_config(request["env"])
+        worker._limit_resources()
+        worker.serve(worker._Channel(rfd, wfd))
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001 - the worker reports learner failures itself
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _status(raw: int) -> int:
+    return -os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else os.WEXITSTATUS(raw)
+
+
+def main() -> None:
+    from grader.sandbox import worker
+
+    worker.die_with_parent()
+    worker.import_harness()
+    stdin, stdout = sys.stdin.buffer, sys.stdout
+    children: set[int] = set()
+    buf = b""
+    while True:
+        ready, _, _ = select.select([stdin], [], [], 0.05)
+        while children:
+            try:
+                pid, raw = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            children.discard(pid)
+            stdout.write(json.dumps({"exit": pid, "status": _status(raw)}) + "\n")
+            stdout.flush()
+        if not ready:
+            continue
+        chunk = os.read(stdin.fileno(), 65536)
+        if not chunk:
+            return  # the trusted side is gone; the children are in their own sessions and get killed by it
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            request = json.loads(line)
+            if request.get("op") != "spawn":
+                continue
+            pid = os.fork()
+            if pid == 0:
+                _child(request)
+            children.add(pid)
+            stdout.write(json.dumps({"id": request["id"], "pid": pid}) + "\n")
+            stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
