@@ -32,6 +32,7 @@ from grader.cli_common import (  # noqa: F401 - re-exported: the exit codes are 
     EXIT_USAGE,
     GraderCrash,
     _manifest,
+    check_numbers,
     course_root,
 )
 
@@ -49,11 +50,7 @@ def _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, v
                       file=None) -> None:
     course = course_root()
     manifest = _manifest(course)
-    for n in numbers:
-        try:
-            manifest.get(n)
-        except KeyError as exc:
-            raise click.UsageError(str(exc.args[0])) from None
+    check_numbers(manifest, numbers)
     sub = Path(submission).resolve() if submission else course
     if file is not None:
         file = _materialize_fixture(manifest.get(numbers[0]), course, Path(file))
@@ -194,7 +191,12 @@ def ci_cmd(submission, hidden_source, numbers, seed, jobs, json_out, instructor,
     requested file is written even when grading could not run, with the reason inside.
     """
     from grader import ci
+    from grader.manifest import ManifestError, load
 
+    try:
+        check_numbers(load(course_root() / "exercises" / "manifest.toml"), numbers)
+    except ManifestError:
+        pass  # ci.run reports it, and every requested file is still written
     outcome = ci.run(course_root(), submission.resolve(), hidden_source.resolve(), numbers=list(numbers),
                      seed=seed, jobs=jobs or None, label=label)
     outputs = ci.Outputs(json=json_out, instructor=instructor, gradescope=gradescope_out, junit=junit_out)

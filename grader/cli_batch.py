@@ -22,7 +22,15 @@ from pathlib import Path
 
 import click
 
-from grader.cli_common import EXIT_CANNOT_GRADE, EXIT_GRADER_ERROR, EXIT_OK, GraderCrash, _manifest, course_root
+from grader.cli_common import (
+    EXIT_CANNOT_GRADE,
+    EXIT_GRADER_ERROR,
+    EXIT_OK,
+    GraderCrash,
+    _manifest,
+    check_numbers,
+    course_root,
+)
 
 DEFAULT_GRADEBOOK = "grades.sqlite"
 
@@ -106,11 +114,7 @@ def batch_cmd(submissions, gradebook_path, hidden_source, jobs, numbers, regrade
 
     course = course_root()
     manifest = _manifest(course)
-    for n in numbers:
-        try:
-            manifest.get(n)
-        except KeyError as exc:
-            raise click.UsageError(str(exc.args[0])) from None
+    check_numbers(manifest, numbers)
     try:
         specs = batch.locate_all(list(submissions))
     except batch.SourceError as exc:

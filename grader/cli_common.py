@@ -32,3 +32,12 @@ def _manifest(course: Path):
         return load(course / "exercises" / "manifest.toml")
     except ManifestError as exc:
         raise GraderCrash(f"the exercise manifest is broken: {exc}") from None
+
+
+def check_numbers(manifest, numbers) -> None:
+    """Unknown exercise numbers are a usage error that lists the known ones."""
+    for n in numbers:
+        try:
+            manifest.get(n)
+        except KeyError as exc:
+            raise click.UsageError(str(exc.args[0])) from None

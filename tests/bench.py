@@ -4,17 +4,18 @@ The floor is a fresh `python -c "import jax; jax.jit(lambda x: x + 1)(1.0)"`: no
 start faster than JAX can.  Then `grade exercise N` for every N and `grade all`, each on a
 checkout holding the reference solutions (the full amount of grading work), each run
 REPEAT times in a fresh process.  The sandbox's persistent compile cache is warm after the
-first run, as it is for a learner re-grading; the last row turns it off (GRADER_NO_CACHE=1).  Prints medians and each as a ratio to the floor, with
-the targets (exercise <= 2.5x, all <= 8x), and writes bench-results/latest.json.
+first run, as it is for a learner re-grading; the last row turns it off (GRADER_NO_CACHE=1).
+Prints medians and each as a ratio to the floor, with the targets (exercise <= 2.5x, all <= 8x), and writes bench-results/latest.json.
 
 Then `grade batch` throughput: BENCH_FORKS synthetic forks of the course (the reference
 solutions, the stubs, known-wrong fixtures, generic cheats; every exercise in each) graded
 into a fresh gradebook with -j 1 and with -j 2, one after the other in this run; reported
 as submissions graded per minute, with the target speed-up from 1 to 2 workers (>= 1.7x),
 under "batch" in the same file.  Each row also gives the CPU time the batch used and so
-the cores it kept busy: one worker already keeps more than one core busy (the sandbox's
-JAX start-up overlaps the trusted side's work, and some exercises run a second, clean JAX
-process), which bounds the speed-up on a machine with few cores.
+the cores it kept busy: one worker already keeps more than one core busy (XLA compiles on
+more than one thread, the sandbox works while the trusted side runs its checks, and some
+exercises run a second, clean JAX process), which bounds the speed-up on a machine with
+few cores: with 1.2 cores busy at -j 1, two cores can give at most about 1.7x.
 """
 
 from __future__ import annotations

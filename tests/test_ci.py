@@ -152,3 +152,15 @@ def test_gradescope_bundle_holds_hidden_checks_only_and_its_run_autograder_grade
     assert results["score"] == 4
     hidden = [t for t in results["tests"] if t.get("visibility") == "after_published"]
     assert hidden and all(t.get("visibility") in ("visible", "after_published") for t in results["tests"])
+
+
+def test_ci_broken_manifest_and_unknown_exercise(course, tmp_path):
+    sub = fork(course, tmp_path)
+    unknown = ci("--submission", sub, "--hidden", course / "solutions", "--exercise", "9", "-q")
+    assert unknown.exit_code == 2 and "there is no exercise 9" in unknown.output
+    (course / "exercises" / "manifest.toml").write_text("format_version = 99\n")
+    out = tmp_path / "gs.json"
+    broken = ci("--submission", sub, "--hidden", course / "solutions", "--gradescope", out, "-q")
+    assert broken.exit_code == 3 and "manifest is broken" in broken.output
+    gs = json.loads(out.read_text())
+    assert gs["score"] == 0 and "could not run" in json.dumps(gs)

@@ -321,3 +321,22 @@ def test_workers_die_with_a_killed_grader(tmp_path, via_zygote):
         time.sleep(0.1)
     os.kill(worker_pid, 9)
     pytest.fail("the worker outlived the grader that started it")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox changes user only when the grader runs as root")
+def test_as_root_imports_still_work_from_a_closed_folder_and_reach_nothing_else(open_tmp, monkeypatch):
+    closed = open_tmp / "closed"  # like /root holding pyenv, or a private checkout holding .venv
+    pkg = closed / "site" / "lazylib"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("def later():\n    from lazylib import part\n    return part.VALUE\n")
+    (pkg / "part.py").write_text("VALUE = 42\n")
+    (closed / "secret.txt").write_text("hidden\n")
+    for p in [closed / "site", pkg, *pkg.iterdir(), closed / "secret.txt"]:
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    os.chmod(closed, 0o700)
+    monkeypatch.setenv("PYTHONPATH", str(closed / "site"))
+    src = (f"def f():\n    import lazylib\n    value = lazylib.later()  # imported after the drop, lazily\n"
+           f"    try:\n        open({str(closed / 'secret.txt')!r}).read()\n        return value, 'read'\n"
+           f"    except OSError as exc:\n        return value, type(exc).__name__\n")
+    with sandbox_for(open_tmp, src) as sb:
+        assert tuple(sb.call("f")) == (42, "PermissionError")

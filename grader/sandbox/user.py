@@ -16,10 +16,11 @@ and makes sure that user cannot read the course's secrets:
   sandbox user for good (``setgroups([])``, ``setgid``, ``setuid``) before the learner's
   module is imported (see ``grader.sandbox.worker``).
 
-Because the worker imports Python itself as root, the interpreter may live where the
-sandbox user cannot read (pyenv under ``/root``).  Modules imported *after* the drop must be
-readable by the sandbox user, so the worker first imports, as root, the standard-library
-and installed modules the learner's file imports at its top.
+Python itself may live where the sandbox user cannot go (pyenv under ``/root``, a virtual
+environment in a closed folder).  Before the drop the worker opens each folder it imports
+from that lies below such a closed folder, and afterwards imports through those open
+descriptors (``/proc/self/fd/N``), so modules JAX loads lazily still load; nothing above
+those folders becomes reachable (see ``grader.sandbox.worker``).
 """
 
 from __future__ import annotations

@@ -100,34 +100,82 @@ def _error(kind: str, exc: BaseException | None, learner_files, **extra) -> dict
     return err
 
 
-def _preload_learner_imports(module_path: str) -> None:
-    """Import, while still root, the standard-library and installed modules the learner's
-    file imports at its top: after the drop they may sit where the sandbox user cannot read
-    (see grader.sandbox.user).  Only modules found outside the learner's folder and the
-    course are imported, and nothing of the learner's runs."""
-    import ast
+def _entry_below_closed_folder(path: str) -> str | None:
+    """The folder just below the deepest folder on ``path`` that other users cannot enter
+    (no execute permission for them), or None when they can reach ``path`` by name."""
+    entry = None
+    parts = path.split(os.sep)
+    for i in range(1, len(parts)):
+        folder = os.sep.join(parts[:i]) or os.sep
+        try:
+            closed = not os.stat(folder).st_mode & 0o001
+        except OSError:
+            return None
+        if closed:
+            entry = os.sep.join(parts[: i + 1])
+    return entry
 
-    if not module_path:
-        return
-    try:
-        tree = ast.parse(open(module_path, encoding="utf-8").read())
-    except (OSError, SyntaxError, ValueError):
-        return  # reported when the module is imported
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module)
-            names.update(f"{node.module}.{a.name}" for a in node.names if a.name != "*")
-    allowed = set(sys.stdlib_module_names) | {"jax", "jaxlib", "numpy", "optax", "equinox", "chex", "ml_dtypes",
-                                              "scipy", "opt_einsum", "jaxtyping", "einops"}
-    for name in sorted(names):
-        if name.split(".")[0] in allowed:
+
+def _hold_import_roots() -> dict[str, int]:
+    """Open, while still root, each folder Python imports from (``sys.path``, loaded
+    packages' ``__path__``) that lies below a folder other users cannot enter: after the
+    drop, the sandbox user could not reach it by name (a Python or virtual environment
+    under ``/root`` or another closed folder)."""
+    paths = [p for p in sys.path if p]
+    for module in list(sys.modules.values()):
+        search = getattr(module, "__path__", None)
+        if search is not None:
             try:
-                importlib.import_module(name)
-            except BaseException:  # noqa: BLE001 - e.g. `from jax import numpy` names a non-module
+                paths += [p for p in search if isinstance(p, str)]
+            except TypeError:
                 pass
+    roots: dict[str, int] = {}
+    for path in {os.path.abspath(p) for p in paths}:
+        entry = _entry_below_closed_folder(path) if os.path.isdir(path) else None
+        if entry is None or entry in roots or not os.path.isdir(entry):
+            continue
+        try:
+            roots[entry] = os.open(entry, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            pass
+    return roots
+
+
+def _reach_import_roots(roots: dict[str, int]) -> None:
+    """After the drop: import from each folder the sandbox user cannot reach through the
+    descriptor opened before it (``/proc/self/fd/N``: the kernel checks permissions from
+    that folder down, not its parents).  Only the folders themselves become reachable, and
+    only what their own permissions let any user read."""
+    import importlib
+
+    blocked = {}
+    for root, fd in roots.items():
+        if os.access(root, os.R_OK | os.X_OK):
+            os.close(fd)
+        else:
+            blocked[root] = f"/proc/self/fd/{fd}"
+    if not blocked:
+        return
+    ordered = sorted(blocked.items(), key=lambda kv: -len(kv[0]))
+
+    def remap(path):
+        if not isinstance(path, str):
+            return path
+        full = os.path.abspath(path) if path else path
+        for root, via in ordered:
+            if full == root or full.startswith(root + os.sep):
+                return via + full[len(root):]
+        return path
+
+    sys.path[:] = [remap(p) for p in sys.path]
+    for module in list(sys.modules.values()):
+        search = getattr(module, "__path__", None)
+        if isinstance(search, list):
+            search[:] = [remap(p) for p in search]
+        elif search is not None and isinstance(getattr(search, "_path", None), list):  # a namespace package
+            search._path[:] = [remap(p) for p in search._path]
+    sys.path_importer_cache.clear()
+    importlib.invalidate_caches()
 
 
 def _drop_privileges(spec: str) -> None:
@@ -176,11 +224,11 @@ def serve(chan: "_Channel") -> None:
     # measurements that need a fresh JAX process of their own (see `Sandbox.clean`).
     module_path = os.path.abspath(os.environ["GRADER_MODULE_PATH"]) if os.environ["GRADER_MODULE_PATH"] else ""
     learner_files = (module_path,)
-    if os.environ.get("GRADER_SANDBOX_UID"):
-        _preload_learner_imports(module_path)
     _context.seal_grader()
     if os.environ.get("GRADER_SANDBOX_UID"):
+        roots = _hold_import_roots()
         _drop_privileges(os.environ["GRADER_SANDBOX_UID"])
+        _reach_import_roots(roots)
     die_with_parent()
 
     # Wait for the go-ahead: the trusted side first finishes loading its checks, so no
