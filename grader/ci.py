@@ -69,7 +69,7 @@ def _run(course: Path, submission: Path, hidden_source: Path, numbers, seed, job
         exercises = [manifest.get(n) for n in numbers] if numbers else list(manifest.exercises)
     except KeyError as exc:
         return _nothing_graded(submission, str(exc.args[0]))
-    if sandbox_user.sandbox_user() is not None:
+    if sandbox_user.isolating():
         sandbox_user.protect([hidden_source])
     try:
         with hidden.open_hidden(hidden_source) as hidden_root:

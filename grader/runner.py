@@ -106,7 +106,7 @@ def grade(
     runs: dict[int, ExerciseRun] = {}
     failed: dict[int, ExerciseResult] = {}  # exercises the grader itself failed on
     hidden_run = hidden_root is not None
-    if sandbox_user.sandbox_user() is not None:  # root: close the course's secrets to the sandbox user
+    if sandbox_user.isolating():  # root: close the course's secrets to the sandbox user
         sandbox_user.protect([p for p in (hidden_root, course_root / "solutions", course_root / "fixtures") if p])
     try:
         for ex in exercises:

@@ -231,16 +231,35 @@ def test_as_root_a_grading_closes_the_solutions_folder(open_tmp):
     assert not sandbox_user.readable_by_others(course / "solutions" / "02_triple" / "test_hidden.py")
 
 
-def test_sandbox_user_is_refused_when_it_is_root(monkeypatch):
+def test_sandbox_users_are_unique_and_never_root(monkeypatch):
     if os.geteuid() != 0:
         assert sandbox_user.sandbox_user() is None  # nobody to switch to
         return
+    users = [sandbox_user.sandbox_user() for _ in range(3)]
+    assert len({u.uid for u in users}) == 3 and all(u.uid >= sandbox_user.UID_BASE for u in users)
+    monkeypatch.setenv("GRADER_SANDBOX_USER", "nobody")
+    assert sandbox_user.sandbox_user().name == "nobody"
     monkeypatch.setenv("GRADER_SANDBOX_USER", "root")
     with pytest.raises(ValueError, match="is root"):
         sandbox_user.sandbox_user()
     monkeypatch.setenv("GRADER_SANDBOX_USER", "no-such-user-here")
     with pytest.raises(ValueError, match="not a user"):
         sandbox_user.sandbox_user()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox changes user only when the grader runs as root")
+def test_as_root_two_sandboxes_cannot_touch_each_other(tmp_path):
+    src = ("import os, signal\ndef me():\n    return [os.getpid(), os.getuid(), os.getcwd()]\n"
+           "def attack(pid, cwd):\n    out = []\n    try:\n        os.kill(pid, signal.SIGKILL)\n        out.append('killed')\n"
+           "    except OSError as exc:\n        out.append(type(exc).__name__)\n    try:\n"
+           "        open(os.path.join(cwd, 'planted.txt'), 'w').write('x')\n        out.append('wrote')\n"
+           "    except OSError as exc:\n        out.append(type(exc).__name__)\n    return out\n")
+    with sandbox_for(tmp_path, src) as victim, sandbox_for(tmp_path, src) as attacker:
+        pid, uid, cwd = victim.call("me")
+        assert attacker.call("me")[1] != uid
+        assert attacker.call("attack", pid, cwd) == ["PermissionError", "PermissionError"]
+        assert victim.call("me")[0] == pid  # still alive
+
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,8 @@ Run as an ordinary user, the grader starts the sandbox as that same user: there 
 to switch to, and the sandbox can read whatever that user can (the README says so).
 
 Run as root (Gradescope, most CI containers), the grader runs learner code as an
-unprivileged user instead -- ``nobody`` unless ``GRADER_SANDBOX_USER`` names another --
-and makes sure that user cannot read the course's secrets:
+unprivileged user instead -- a user id of the sandbox's own unless ``GRADER_SANDBOX_USER``
+names an account -- and makes sure that user cannot read the course's secrets:
 
 * the hidden checks are copied into a private (0700, root-owned) folder before grading,
   and their source folder, ``solutions/`` and ``fixtures/`` are closed to other users
@@ -26,13 +26,14 @@ those folders becomes reachable (see ``grader.sandbox.worker``).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import pwd
 import shutil
 import stat
 from pathlib import Path
 
-DEFAULT_USER = "nobody"
+NOGROUP = 65534  # the group of the per-sandbox users
 #: Copied with the learner's file: its folder, minus what is never needed (caps keep a
 #: hostile checkout from filling the disk).
 COPY_SKIP = {".git", "__pycache__", ".venv", "node_modules"}
@@ -50,17 +51,34 @@ class SandboxUser:
         return f"{self.uid}:{self.gid}"
 
 
+#: Per-sandbox user ids: far above the ids of real accounts; see ``sandbox_user``.
+UID_BASE = 10_000_000
+_counter = itertools.count()
+
+
+def isolating() -> bool:
+    """Whether learner code runs as another user (only root can switch)."""
+    return os.geteuid() == 0
+
+
 def sandbox_user() -> SandboxUser | None:
-    """The user learner code runs as, or None when the grader is not root (no switch)."""
-    if os.geteuid() != 0:
+    """The user the next sandbox runs learner code as, or None when the grader is not root.
+
+    By default every sandbox gets a user id of its own, unused by any account
+    (``UID_BASE + 64 * pid + n``: unique among the sandboxes alive on the machine), so two
+    submissions graded side by side (``grade batch -j 2``) cannot signal, trace or write
+    into each other.  ``GRADER_SANDBOX_USER=name`` runs every sandbox as that account.
+    """
+    if not isolating():
         return None
-    name = os.environ.get("GRADER_SANDBOX_USER") or DEFAULT_USER
+    name = os.environ.get("GRADER_SANDBOX_USER")
+    if not name:
+        uid = UID_BASE + 64 * os.getpid() + next(_counter) % 64
+        return SandboxUser(f"uid {uid}", uid, NOGROUP)
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
-        if name != DEFAULT_USER:
-            raise ValueError(f"GRADER_SANDBOX_USER={name!r} is not a user on this machine") from None
-        return SandboxUser(name, 65534, 65534)  # nobody's conventional ids, even without a passwd entry
+        raise ValueError(f"GRADER_SANDBOX_USER={name!r} is not a user on this machine") from None
     if entry.pw_uid == 0:
         raise ValueError(f"the sandbox user {name!r} is root; name an unprivileged user in GRADER_SANDBOX_USER")
     return SandboxUser(name, entry.pw_uid, entry.pw_gid)

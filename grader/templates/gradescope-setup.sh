@@ -17,5 +17,5 @@ fi
 "$PY" -m venv .venv
 .venv/bin/pip install --quiet --upgrade pip
 .venv/bin/pip install --quiet .
-# The sandbox runs learner code as `nobody`: it must be able to run this Python.
+# The sandbox runs learner code as an unprivileged user: it must be able to run this Python.
 chmod -R a+rX .venv
