@@ -139,9 +139,10 @@ def test_clean_worker_runs_probes_without_learner_code():
             sb.call("anything")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="as root the sandbox runs as another user and keeps no compile cache")
-def test_compile_counts_are_the_same_with_a_warm_compile_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+def test_compile_counts_are_the_same_with_a_warm_compile_cache(tmp_path, monkeypatch, open_tmp):
+    cache = open_tmp / "cache"  # as root the sandbox's own user must be able to reach it
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    monkeypatch.setenv("GRADER_ROOT_CACHE", str(cache))
     monkeypatch.delenv("GRADER_NO_CACHE")
     src = "import jax\n@jax.jit\ndef f(x):\n    return x * 2\n"
     calls = [{"args": [np.zeros(n, np.float32)]} for n in (3, 3, 4)]
@@ -149,7 +150,7 @@ def test_compile_counts_are_the_same_with_a_warm_compile_cache(tmp_path, monkeyp
     for _ in range(2):  # the second sandbox finds both programs in the persistent cache
         with sandbox_for(tmp_path, src) as sb:
             counts.append(sb.probe("generic:count_compiles", "f", calls)["compiles"]["by_name"]["f"])
-        entries.append(sorted(p.name for p in (tmp_path / "cache").rglob("*") if p.is_file() and p.name[0] != "."))
+        entries.append(sorted(p.name for p in cache.rglob("*") if p.is_file() and p.name[0] != "."))
     assert counts == [2, 2]
     assert entries[0], "the persistent cache was not written"
     assert entries[1] == entries[0], "the second run should have hit the cache, not written new entries"
@@ -359,3 +360,21 @@ def test_as_root_imports_still_work_from_a_closed_folder_and_reach_nothing_else(
            f"    except OSError as exc:\n        return value, type(exc).__name__\n")
     with sandbox_for(open_tmp, src) as sb:
         assert tuple(sb.call("f")) == (42, "PermissionError")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox changes user only when the grader runs as root")
+def test_as_root_closing_a_sandbox_ends_processes_it_hid_in_their_own_session(tmp_path):
+    src = ("import os, subprocess\ndef hide():\n"
+           "    p = subprocess.Popen(['sleep', '300'], start_new_session=True)\n    return [p.pid, os.getuid()]\n")
+    with sandbox_for(tmp_path, src) as sb:
+        pid, uid = sb.call("hide")
+        assert Path(f"/proc/{pid}").exists()
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            break
+        time.sleep(0.05)
+    alive = Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    if alive:
+        os.kill(pid, 9)
+    assert not alive, "a process the learner started in its own session outlived the sandbox"

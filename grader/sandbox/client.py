@@ -65,18 +65,22 @@ def _rebuild_submission_error(kind, message, detail, line, file, exc_type=""):
     return SubmissionError(kind, message, detail=detail, line=line, file=file, exc_type=exc_type)
 
 
-def compilation_cache_env(module_path: Path) -> dict[str, str]:
+def compilation_cache_env(module_path: Path, user: "sandbox_user.SandboxUser | None" = None) -> dict[str, str]:
     """JAX's persistent compilation cache, one per submission folder.
 
     Learners re-grade the same code many times; a cache hit skips XLA's compile but still
     logs "Compiling"/"Finished XLA compilation" and fires the monitoring event, so compile
     counts are unchanged.  Each submission folder gets its own cache, so one submission's
-    entries can never be loaded while grading another.  GRADER_NO_CACHE=1 turns it off.
+    entries can never be loaded while grading another.  As root the cache lives where the
+    sandbox's user can write it, handed over to that user at each start
+    (``sandbox_user.cache_dir``).  GRADER_NO_CACHE=1 turns it off.
     """
     if os.environ.get("GRADER_NO_CACHE") == "1":
         return jaxcompat.compile_cache_env(None)
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jax-exercises-grader"
     key = hashlib.sha256(str(module_path.parent).encode()).hexdigest()[:16]
+    if user is not None:
+        return jaxcompat.compile_cache_env(str(sandbox_user.cache_dir(key, user)))
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jax-exercises-grader"
     return jaxcompat.compile_cache_env(str(base / key))
 
 
@@ -196,7 +200,7 @@ class Sandbox:
                 copy = sandbox_user.copy_submission(self.module_path, Path(self._cwd.name) / "submission", self.user)
                 self._copy_dir = copy.parent
                 env["GRADER_MODULE_PATH"] = str(copy)
-            env.update(jaxcompat.compile_cache_env(None))  # the cache folder is root's
+                env.update(compilation_cache_env(self.module_path, self.user))
             env.update({"GRADER_SANDBOX_UID": self.user.env_value, "HOME": self._cwd.name, "TMPDIR": self._cwd.name})
         if self.zygote is not None and self.zygote.alive:
             self.proc, self._to, self._from_fd = self.zygote.spawn(env, Path(self._cwd.name))
@@ -231,6 +235,8 @@ class Sandbox:
             return
         try:
             self._kill()
+            if self.user is not None:
+                sandbox_user.kill_all_processes_of(self.user)
         finally:
             try:
                 self._to.close()
@@ -241,7 +247,9 @@ class Sandbox:
             except OSError:
                 pass
             self._drain.join(timeout=2)
-            if self.proc.stdout is not None:
+            # A process the learner's code left behind may still hold the output pipe open:
+            # then the drain is still reading, and closing under it would block on its lock.
+            if self.proc.stdout is not None and not self._drain.is_alive():
                 try:
                     self.proc.stdout.close()
                 except OSError:

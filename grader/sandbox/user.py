@@ -45,6 +45,7 @@ class SandboxUser:
     name: str
     uid: int
     gid: int
+    per_sandbox: bool = False  # a user id of this sandbox's own (not an account)
 
     @property
     def env_value(self) -> str:
@@ -74,7 +75,7 @@ def sandbox_user() -> SandboxUser | None:
     name = os.environ.get("GRADER_SANDBOX_USER")
     if not name:
         uid = UID_BASE + 64 * os.getpid() + next(_counter) % 64
-        return SandboxUser(f"uid {uid}", uid, NOGROUP)
+        return SandboxUser(f"uid {uid}", uid, NOGROUP, per_sandbox=True)
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
@@ -137,3 +138,38 @@ def copy_submission(module_path: Path, dest: Path, user: SandboxUser) -> Path:
         for name in names:
             os.chown(Path(root) / name, user.uid, user.gid)
     return dest / module_path.name
+
+
+def cache_dir(key: str, user: SandboxUser) -> Path:
+    """As root, the compile cache of one submission folder (``key``): a folder only the
+    current sandbox's user can open, under a base that others may enter but not list
+    (``GRADER_ROOT_CACHE``, default /var/tmp/jax-exercises-grader).  It is handed to each
+    new sandbox user in turn; no other submission's sandbox ever gets it."""
+    base = Path(os.environ.get("GRADER_ROOT_CACHE") or "/var/tmp/jax-exercises-grader")
+    base.mkdir(parents=True, exist_ok=True)
+    os.chmod(base, 0o711)
+    folder = base / key
+    folder.mkdir(mode=0o700, exist_ok=True)
+    for root, _, names in os.walk(folder):  # never through a link an earlier user planted
+        os.lchown(root, user.uid, user.gid)
+        for name in names:
+            os.lchown(Path(root) / name, user.uid, user.gid)
+    return folder
+
+
+def kill_all_processes_of(user: SandboxUser) -> None:
+    """End every process still running as a per-sandbox user -- including any the learner's
+    code started in a session of its own, out of reach of the process-group kill.  Only for
+    per-sandbox users: a named account may run other things."""
+    if not user.per_sandbox:
+        return
+    import subprocess
+
+    # kill(-1) from a process of that user reaches all of its processes but itself; the
+    # shell's own `kill` takes -1 everywhere (kill binaries disagree on how to spell it)
+    cmd = ["/bin/sh", "-c", "kill -9 -1"]
+    try:
+        subprocess.run(cmd, user=user.uid, group=user.gid, extra_groups=[],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        pass

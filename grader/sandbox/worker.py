@@ -196,6 +196,7 @@ class _NoLearner(Exception):
 
 
 def main() -> None:
+    die_with_parent()  # until the drop, which clears it; serve() asks again after it
     _limit_resources()
     rfd, wfd = (int(x) for x in os.environ["GRADER_PROTO_FDS"].split(","))
     chan = _Channel(rfd, wfd)

@@ -26,7 +26,10 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import sys
+
+OPEN_TIMEOUT_S = 60  # how long a new worker waits for the trusted side to open its FIFOs
 
 
 def _apply_jax_config(env: dict[str, str]) -> None:
@@ -57,6 +60,8 @@ def _child(request: dict) -> None:
     code = 0
     try:
         os.setsid()
+        worker.die_with_parent()  # until the drop (which clears it; serve() asks again after it)
+        signal.alarm(OPEN_TIMEOUT_S)  # a trusted side that never opens its ends must not strand us
         fifos = request["fifos"]
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)  # never the zygote's request pipe
@@ -71,6 +76,7 @@ def _child(request: dict) -> None:
         # `requests` last: the trusted side takes a successful open of it as "ready"
         wfd = os.open(os.path.join(fifos, "replies"), os.O_WRONLY)
         rfd = os.open(os.path.join(fifos, "requests"), os.O_RDONLY)
+        signal.alarm(0)
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
