@@ -32,7 +32,7 @@ import pytest
 from grader.compiles import defined_function_names
 from grader.feedback import CheckFailed
 from grader.runner import CHECK_MODULE_RE, ExerciseRun
-from grader.sandbox.client import Sandbox, SubmissionError
+from grader.sandbox.client import SUBMISSION_FAILURES, Sandbox, SubmissionError
 
 
 
@@ -86,15 +86,7 @@ def feedback_of(excinfo) -> dict:
     if isinstance(exc, CheckFailed):
         return {"status": "failed", **exc.as_dict()}
     if isinstance(exc, SubmissionError):
-        hint = {
-            "not_implemented": "replace the `raise NotImplementedError` with your code",
-            "syntax_error": "fix the syntax error first; `python -m py_compile FILE` shows it too",
-            "timeout": "look for an endless loop, a Python loop over a big batch, or a recompile on every call",
-            "missing_function": "keep the function names and signatures of the stub",
-            "bad_return": "return JAX/NumPy arrays, numbers, strings, or lists/tuples/dicts of them",
-            "crashed": "run your file directly with `python FILE` to see the crash",
-            "exit": "remove sys.exit()/exit() calls from your file",
-        }.get(exc.kind, "run the public checks locally and read the traceback below")
+        hint = SUBMISSION_FAILURES.get(exc.kind, ("", "run the public checks locally and read the traceback below"))[1]
         return {"status": "failed", "message": exc.message, "measured": "", "expected": "", "hint": hint,
                 "detail": exc.detail, "kind": exc.kind, "exc_type": exc.exc_type, "file": exc.file,
                 "line": exc.line or 0}

@@ -43,8 +43,7 @@ MAX_REPLY = 64 * 1024 * 1024
 class SubmissionError(Exception):
     """The submission could not answer: not implemented, crashed, timed out, ...
 
-    ``kind`` is one of: not_implemented, syntax_error, import_error, missing_function,
-    exception, bad_return, exit, memory, timeout, crashed.
+    ``kind`` is one of the keys of ``SUBMISSION_FAILURES``.
     """
 
     def __init__(self, kind: str, message: str, *, detail: str = "", line: int | None = None, file: str = "",
@@ -59,6 +58,30 @@ class SubmissionError(Exception):
 
     def __reduce__(self):  # pytest may pickle exceptions
         return (_rebuild_submission_error, (self.kind, self.message, self.detail, self.line, self.file, self.exc_type))
+
+
+#: For each kind of SubmissionError: what a hidden check may say about it (the kind only --
+#: the error's message may quote the check's inputs) and what to try next.
+SUBMISSION_FAILURES: dict[str, tuple[str, str]] = {
+    "not_implemented": ("not implemented yet: your function still raises NotImplementedError",
+                        "replace the `raise NotImplementedError` with your code"),
+    "missing_file": ("{name} was not found in your submission",
+                     "keep the exercise's file name and folder (`grade list` shows them)"),
+    "syntax_error": ("your file has a syntax error",
+                     "fix the syntax error first; `python -m py_compile FILE` shows it too"),
+    "import_error": ("importing your file failed", "run your file directly with `python FILE` to see why"),
+    "missing_function": ("a function the exercise asks for is missing or was renamed",
+                         "keep the function names and signatures of the stub"),
+    "exception": ("your code raised {exc_type} during this check",
+                  "run the public checks locally and read the traceback below"),
+    "bad_return": ("your function returned something that is not plain data (arrays, numbers, strings, lists, dicts)",
+                   "return JAX/NumPy arrays, numbers, strings, or lists/tuples/dicts of them"),
+    "exit": ("your code called sys.exit/exit()", "remove sys.exit()/exit() calls from your file"),
+    "memory": ("your code ran out of memory", "look for a huge intermediate array, or an array built in a Python loop"),
+    "timeout": ("the exercise ran out of time",
+                "look for an endless loop, a Python loop over a big batch, or a recompile on every call"),
+    "crashed": ("the process running your code crashed", "run your file directly with `python FILE` to see the crash"),
+}
 
 
 def _rebuild_submission_error(kind, message, detail, line, file, exc_type=""):
@@ -82,6 +105,10 @@ def compilation_cache_env(module_path: Path, user: "sandbox_user.SandboxUser | N
         return jaxcompat.compile_cache_env(str(sandbox_user.cache_dir(key, user)))
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jax-exercises-grader"
     return jaxcompat.compile_cache_env(str(base / key))
+
+
+#: What sets the size of BLAS libraries' thread pools.
+BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def worker_base_env() -> dict[str, str]:
@@ -177,40 +204,43 @@ class Sandbox:
                 "missing_file", f"{self.module_path.name} was not found at {self.module_path}", file=str(self.module_path)
             )
             return self
+        self._cwd = tempfile.TemporaryDirectory(prefix="grade-sandbox-")
+        self.user = sandbox_user.sandbox_user()  # None unless root: then learner code runs unprivileged
+        module_path = self.module_path
         env = worker_base_env()
+        if self.user is not None:
+            os.chown(self._cwd.name, self.user.uid, self.user.gid)
+            env.update({"GRADER_SANDBOX_UID": self.user.env_value, "HOME": self._cwd.name, "TMPDIR": self._cwd.name})
+            if module_path is not None:
+                module_path = sandbox_user.copy_submission(module_path, Path(self._cwd.name) / "submission", self.user)
+                self._copy_dir = module_path.parent
         env.update(
             {
                 jaxcompat.CPU_DEVICES_ENV: str(self.cpu_devices),
-                "GRADER_MODULE_PATH": str(self.module_path or ""),
+                "GRADER_MODULE_PATH": str(module_path or ""),
                 "GRADER_MEMORY_MB": str(self.memory_mb),
                 "GRADER_CPU_LIMIT_S": str(int(4 * self.timeout_s + 60)),
             }
         )
         if self.module_path is not None:
-            env.update(compilation_cache_env(self.module_path))
+            env.update(compilation_cache_env(self.module_path, self.user))
         else:
             env.update(jaxcompat.compile_cache_env(None))  # nothing a submission wrote is ever loaded here
         env.update(self.extra_env)
-        self._cwd = tempfile.TemporaryDirectory(prefix="grade-sandbox-")
-        self._copy_dir = None
-        self.user = sandbox_user.sandbox_user()
-        if self.user is not None:  # root: learner code runs as an unprivileged user
-            os.chown(self._cwd.name, self.user.uid, self.user.gid)
-            if self.module_path is not None:
-                copy = sandbox_user.copy_submission(self.module_path, Path(self._cwd.name) / "submission", self.user)
-                self._copy_dir = copy.parent
-                env["GRADER_MODULE_PATH"] = str(copy)
-                env.update(compilation_cache_env(self.module_path, self.user))
-            env.update({"GRADER_SANDBOX_UID": self.user.env_value, "HOME": self._cwd.name, "TMPDIR": self._cwd.name})
         if self.zygote is not None and self.zygote.alive:
             self.proc, self._to, self._from_fd = self.zygote.spawn(env, Path(self._cwd.name))
-            self._drain = _OutputDrain(self.proc.stdout)
-            self._drain.start()
-            return self
+        else:
+            self.proc, self._to, self._from_fd = self._spawn(env)
+        self._drain = _OutputDrain(self.proc.stdout)
+        self._drain.start()
+        return self
+
+    def _spawn(self, env: dict[str, str]):
+        """Start a fresh worker process; returns (process, requests writer, replies fd)."""
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
-        env["GRADER_PROTO_FDS"] = f"{to_child_r},{from_child_w}"
-        self.proc = subprocess.Popen(
+        env = {**env, "GRADER_PROTO_FDS": f"{to_child_r},{from_child_w}"}
+        proc = subprocess.Popen(
             [sys.executable, "-m", "grader.sandbox.worker"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -222,11 +252,7 @@ class Sandbox:
         )
         os.close(to_child_r)
         os.close(from_child_w)
-        self._to = os.fdopen(to_child_w, "wb", buffering=0)
-        self._from_fd = from_child_r
-        self._drain = _OutputDrain(self.proc.stdout)
-        self._drain.start()
-        return self
+        return proc, os.fdopen(to_child_w, "wb", buffering=0), from_child_r
 
     def close(self) -> None:
         """Stop the worker.  Every answer is already in; nothing in it is worth waiting for,
@@ -449,7 +475,7 @@ class Zygote:
 
     def start(self) -> "Zygote":
         env = worker_base_env()
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        for var in BLAS_THREAD_VARS:
             env[var] = "1"  # no thread pools in a process that forks
         self.proc = subprocess.Popen([sys.executable, "-m", "grader.sandbox.zygote"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,

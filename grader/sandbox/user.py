@@ -85,16 +85,26 @@ def sandbox_user() -> SandboxUser | None:
     return SandboxUser(name, entry.pw_uid, entry.pw_gid)
 
 
+def deepest_closed_folder(path: Path) -> Path | None:
+    """The deepest folder above ``path`` that users other than its owner and group cannot
+    enter (no execute permission for them), or None."""
+    closed = None
+    for folder in reversed(Path(path).parents):
+        try:
+            if not folder.stat().st_mode & stat.S_IXOTH:
+                closed = folder
+        except OSError:
+            return None
+    return closed
+
+
 def readable_by_others(path: Path) -> bool:
     """Whether a user that is neither the owner nor in the group can reach ``path``: read it
     (a file) or open the files in it by name (a folder: execute permission is enough)."""
     path = Path(path).resolve()
     try:
-        for p in [*reversed(path.parents), path]:
-            need = stat.S_IROTH if p == path and not p.is_dir() else stat.S_IXOTH
-            if not p.stat().st_mode & need:
-                return False
-        return True
+        need = stat.S_IXOTH if path.is_dir() else stat.S_IROTH
+        return deepest_closed_folder(path) is None and bool(path.stat().st_mode & need)
     except OSError:
         return False
 

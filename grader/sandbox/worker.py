@@ -100,27 +100,13 @@ def _error(kind: str, exc: BaseException | None, learner_files, **extra) -> dict
     return err
 
 
-def _entry_below_closed_folder(path: str) -> str | None:
-    """The folder just below the deepest folder on ``path`` that other users cannot enter
-    (no execute permission for them), or None when they can reach ``path`` by name."""
-    entry = None
-    parts = path.split(os.sep)
-    for i in range(1, len(parts)):
-        folder = os.sep.join(parts[:i]) or os.sep
-        try:
-            closed = not os.stat(folder).st_mode & 0o001
-        except OSError:
-            return None
-        if closed:
-            entry = os.sep.join(parts[: i + 1])
-    return entry
-
-
 def _hold_import_roots() -> dict[str, int]:
     """Open, while still root, each folder Python imports from (``sys.path``, loaded
     packages' ``__path__``) that lies below a folder other users cannot enter: after the
     drop, the sandbox user could not reach it by name (a Python or virtual environment
     under ``/root`` or another closed folder)."""
+    from grader.sandbox.user import deepest_closed_folder
+
     paths = [p for p in sys.path if p]
     for module in list(sys.modules.values()):
         search = getattr(module, "__path__", None)
@@ -131,8 +117,12 @@ def _hold_import_roots() -> dict[str, int]:
                 pass
     roots: dict[str, int] = {}
     for path in {os.path.abspath(p) for p in paths}:
-        entry = _entry_below_closed_folder(path) if os.path.isdir(path) else None
-        if entry is None or entry in roots or not os.path.isdir(entry):
+        closed = deepest_closed_folder(path) if os.path.isdir(path) else None
+        if closed is None:
+            continue
+        # the folder just below the closed one, on the way to `path`
+        entry = os.path.join(str(closed), os.path.relpath(path, closed).split(os.sep)[0])
+        if entry in roots or not os.path.isdir(entry):
             continue
         try:
             roots[entry] = os.open(entry, os.O_RDONLY | os.O_DIRECTORY)
@@ -225,9 +215,9 @@ def serve(chan: "_Channel") -> None:
     # measurements that need a fresh JAX process of their own (see `Sandbox.clean`).
     module_path = os.path.abspath(os.environ["GRADER_MODULE_PATH"]) if os.environ["GRADER_MODULE_PATH"] else ""
     learner_files = (module_path,)
+    roots = _hold_import_roots() if os.environ.get("GRADER_SANDBOX_UID") else {}
     _context.seal_grader()
     if os.environ.get("GRADER_SANDBOX_UID"):
-        roots = _hold_import_roots()
         _drop_privileges(os.environ["GRADER_SANDBOX_UID"])
         _reach_import_roots(roots)
     die_with_parent()
