@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Protocol
 
 from grader import __version__
-from grader.gradebook import Gradebook, GradebookError, Grading, utc_iso
+from grader.gradebook import Gradebook, GradebookError, Grading
 from grader.manifest import Exercise, Manifest
 from grader.results import ExerciseResult, RunResult
 
@@ -59,7 +59,6 @@ _URL = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://|[\w.-]+@[\w.-]+:)")
 _NAMED = re.compile(r"^(?P<name>[A-Za-z0-9][\w.@+-]*)=(?P<source>.+)$")
 WORKER_STOPPED = 86  # exit status of a worker that stopped because it was told to
 GIT_TIMEOUT_S = 600
-_ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 class SourceError(ValueError):
@@ -132,6 +131,28 @@ def is_url(text: str) -> bool:
     return bool(_URL.match(text))
 
 
+def without_credentials(url: str) -> str:
+    """``url`` without a user name or token (``https://user:token@host/...``): what may be
+    recorded.  The original is only ever handed to git."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1", url)
+
+
+def describe_checkout(folder: Path) -> str:
+    """``<origin URL>@<commit>`` for a git checkout (the commit alone without a remote), else
+    the folder's path."""
+    if not _is_git_repository(folder):
+        return str(folder)
+    try:
+        commit = _git("-C", folder, "rev-parse", "--verify", "HEAD^{commit}")
+    except FetchError:
+        return str(folder)
+    try:
+        origin = without_credentials(_git("-C", folder, "remote", "get-url", "origin"))
+    except FetchError:
+        origin = ""
+    return f"{origin or folder}@{commit}"
+
+
 def _is_git_repository(path: Path) -> bool:
     if (path / ".git").exists():
         return True
@@ -149,7 +170,7 @@ def locate(arg: str) -> Spec:
     if is_url(source):
         tail = source.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
         label = name or tail.removesuffix(".git") or source
-        return Spec(label, f"name:{name}" if name else source.rstrip("/"), source, git=True)
+        return Spec(label, f"name:{name}" if name else without_credentials(source.rstrip("/")), source, git=True)
     path = Path(source).expanduser()
     if not path.exists():
         raise SourceError(f"{source}: no such folder, and not a git URL (https://..., ssh://..., git@host:...)")
@@ -275,18 +296,9 @@ def checks_digest(ex: Exercise, course_root: Path, hidden_root: Path) -> str:
     h = hashlib.sha256(b"grade-checks-v1\0")
     h.update(repr((ex.number, ex.files, ex.timeout_s, ex.memory_mb, ex.cpu_devices, ex.clean_worker,
                    ex.checks)).encode())
-    for path in (course_root / "exercises" / ex.dir / "test_public.py", hidden_root / ex.dir / "test_hidden.py"):
+    for path in (ex.public_checks(course_root), ex.hidden_checks(hidden_root)):
         _hash_file(h, path, path.name)
     return h.hexdigest()[:32]
-
-
-def jax_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("jax")
-    except PackageNotFoundError:  # pragma: no cover
-        return "unknown"
 
 
 def unit_key(sub_key: str, number: int, content: str, checks: str, grader: str, jax: str) -> str:
@@ -296,6 +308,8 @@ def unit_key(sub_key: str, number: int, content: str, checks: str, grader: str, 
 
 def plan(subs: list[Submission], exercises: list[Exercise], course_root: Path, hidden_root: Path) -> list[Unit]:
     digests = {ex.number: checks_digest(ex, course_root, hidden_root) for ex in exercises}
+    from grader.runner import jax_version
+
     jax = jax_version()
     units = []
     for sub in subs:
@@ -324,11 +338,11 @@ def _worker_main(conn) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, on_term)
     os.environ["GRADER_NO_CACHE"] = "1"
-    for var in _ONE_THREAD:  # the workers are the parallelism: no BLAS thread pools competing for cores
+    from grader.sandbox.client import BLAS_THREAD_VARS, Zygote
+
+    for var in BLAS_THREAD_VARS:  # the workers are the parallelism: no BLAS thread pools competing for cores
         os.environ.setdefault(var, "1")
     manifests: dict[str, Manifest] = {}
-    from grader.sandbox.client import Zygote
-
     # One JAX import for all this process's sandboxes; GRADER_NO_ZYGOTE=1 starts each afresh.
     zygote = Zygote() if os.environ.get("GRADER_NO_ZYGOTE") == "1" else Zygote().start()
     try:
@@ -383,10 +397,7 @@ def _grade_unit(job: dict, manifests: dict[str, Manifest], zygote=None) -> RunRe
 def _error_run(ex: Exercise, root: Path, exc: BaseException | str) -> RunResult:
     from grader import runner
 
-    paths = ex.learner_paths(root)
-    result = runner.grader_error_result(ex, tuple(map(str, paths)), runner.derive_seed(ex, paths), True, exc)
-    return RunResult(exercises=(result,), grader_version=__version__, jax_version=jax_version(), seed_option=None,
-                     started_at=utc_iso(), submission=str(root))
+    return runner.error_run([ex], root, cause=exc)
 
 
 def _signal_name(number: int) -> str:
@@ -579,7 +590,8 @@ def _record(book: Gradebook, unit: Unit, run: RunResult, hidden_digest: str) -> 
     result = _the_exercise(run, unit)
     sub = unit.submission
     book.add(Grading(
-        result=result, submission=sub.label, submission_key=sub.key, source=sub.source, commit=sub.commit,
+        result=result, submission=sub.label, submission_key=sub.key, source=without_credentials(sub.source),
+        commit=sub.commit,
         content_hash=unit.content_hash, unit_key=unit.key, grader_version=run.grader_version,
         jax_version=run.jax_version, hidden_digest=hidden_digest, checks_digest=unit.checks_digest,
         graded_at=run.started_at, origin="batch",

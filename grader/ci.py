@@ -10,10 +10,9 @@ still written.  ``cli.ci_cmd`` turns the ``Outcome`` into an exit status.
 from __future__ import annotations
 
 import dataclasses
-import re
 from pathlib import Path
 
-from grader import __version__, hidden, runner
+from grader import batch, hidden, runner
 from grader.manifest import ManifestError, load
 from grader.results import RunResult
 from grader.sandbox import user as sandbox_user
@@ -36,28 +35,8 @@ class Outputs:
 def run(course: Path, submission: Path, hidden_source: Path, *, numbers: list[int] | None = None,
         seed: int | None = None, jobs: int | None = None, label: str | None = None) -> Outcome:
     outcome = _run(course, submission, hidden_source, numbers, seed, jobs)
-    label = label or describe_submission(submission)
+    label = label or batch.describe_checkout(submission)
     return dataclasses.replace(outcome, run=dataclasses.replace(outcome.run, submission=label))
-
-
-def describe_submission(folder: Path) -> str:
-    """``<origin URL>@<commit>`` for a git checkout (commit alone without a remote), else the path."""
-    import subprocess
-
-    def git(*args: str) -> str:
-        try:
-            out = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            return ""
-        return out.stdout.strip() if out.returncode == 0 else ""
-
-    if not (folder / ".git").exists():
-        return str(folder)
-    commit = git("rev-parse", "HEAD")
-    origin = re.sub(r"//[^/@]*@", "//", git("remote", "get-url", "origin"))  # never keep a token
-    if not commit:
-        return str(folder)
-    return f"{origin or folder}@{commit}"
 
 
 def _run(course: Path, submission: Path, hidden_source: Path, numbers, seed, jobs) -> Outcome:
@@ -80,18 +59,15 @@ def _run(course: Path, submission: Path, hidden_source: Path, numbers, seed, job
         problem, cause = str(exc), exc
     except Exception as exc:  # the grader's own bug: still a result for every exercise
         problem, cause = "", exc
-    failed = tuple(runner.grader_error_result(e, tuple(map(str, e.learner_paths(submission))), seed or 0, True, cause)
-                   for e in exercises)
-    return Outcome(RunResult(exercises=failed, grader_version=__version__, jax_version=runner.jax_version(),
-                             seed_option=seed, started_at=runner.utc_now(), submission=str(submission),
-                             error="the course's hidden checks could not be loaded" if problem else ""),
+    return Outcome(runner.error_run(exercises, submission, seed=seed, cause=cause,
+                                    error="the course's hidden checks could not be loaded" if problem else ""),
                    problem=problem)
 
 
 def _nothing_graded(submission: Path, problem: str) -> Outcome:
-    return Outcome(RunResult(exercises=(), grader_version=__version__, jax_version=runner.jax_version(),
-                             seed_option=None, started_at=runner.utc_now(), submission=str(submission),
-                             error="the grader could not run (not your code's fault; your instructor has been told)"),
+    return Outcome(runner.run_result((), submission=submission,
+                                     error="the grader could not run (not your code's fault; "
+                                           "your instructor has been told)"),
                    problem=problem)
 
 

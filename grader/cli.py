@@ -21,6 +21,7 @@ import traceback
 from pathlib import Path
 
 import click
+from grader import hidden as hidden_mod
 from grader import hints as hints_mod
 from grader import runner
 
@@ -43,7 +44,7 @@ def _hidden_root(course: Path, public_only: bool, hidden: Path | None) -> Path |
     if hidden is not None:
         return hidden
     default = course / "solutions"
-    return default if any(default.glob("*/test_hidden.py")) else None
+    return default if hidden_mod.holds_hidden_checks(default) else None
 
 
 def _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, verbose, github, jobs=1,
@@ -288,7 +289,7 @@ def verify_cmd(as_json: bool, jobs: int, numbers: tuple[int, ...]) -> None:
     from grader import verify
 
     course = course_root()
-    if not any((course / "solutions").glob("*/test_hidden.py")):
+    if not hidden_mod.holds_hidden_checks(course / "solutions"):
         raise click.UsageError(
             f"`grade verify` proves the suite with the course's reference solutions, hidden checks and fixtures; "
             f"{course} has none (a learner's copy?). Run it in the course's own repository.")

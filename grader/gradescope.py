@@ -20,7 +20,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from grader.hidden import HIDDEN_TESTS
+from grader.manifest import HIDDEN_CHECKS
 from grader.manifest import Manifest
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -43,13 +43,13 @@ def bundle_entries(course: Path, manifest: Manifest, hidden_root: Path) -> dict[
         if path.is_file() and "__pycache__" not in path.parts and (path.suffix == ".py" or "templates" in path.parts):
             entries[f"grader/{path.relative_to(package)}"] = (path.read_bytes(), False)
     for ex in manifest.exercises:
-        public = course / "exercises" / ex.dir / "test_public.py"
+        public = ex.public_checks(course)
         if public.is_file():
-            entries[f"exercises/{ex.dir}/test_public.py"] = (public.read_bytes(), False)
-        hidden = hidden_root / ex.dir / HIDDEN_TESTS
+            entries[str(public.relative_to(course))] = (public.read_bytes(), False)
+        hidden = ex.hidden_checks(hidden_root)
         if not hidden.is_file():
             raise FileNotFoundError(f"exercise {ex.number} has no hidden checks at {hidden}")
-        entries[f"hidden/{ex.dir}/{HIDDEN_TESTS}"] = (hidden.read_bytes(), False)
+        entries[f"hidden/{ex.dir}/{HIDDEN_CHECKS}"] = (hidden.read_bytes(), False)
     return entries
 
 

@@ -21,12 +21,18 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-HIDDEN_TESTS = "test_hidden.py"
+from grader.manifest import HIDDEN_CHECKS
+
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.bz2")
 
 
 class HiddenSourceError(ValueError):
     """The hidden SOURCE is missing or unusable; the message says what to do."""
+
+
+def holds_hidden_checks(folder: Path) -> bool:
+    """Whether ``folder`` directly holds ``<exercise dir>/test_hidden.py`` files."""
+    return folder.is_dir() and any(folder.glob(f"*/{HIDDEN_CHECKS}"))
 
 
 def find_root(folder: Path) -> Path:
@@ -36,10 +42,10 @@ def find_root(folder: Path) -> Path:
     if len(subdirs) == 1:
         candidates += [subdirs[0], subdirs[0] / "solutions"]
     for c in candidates:
-        if c.is_dir() and any(c.glob(f"*/{HIDDEN_TESTS}")):
+        if holds_hidden_checks(c):
             return c
     raise HiddenSourceError(
-        f"{folder} holds no hidden checks: expected <exercise dir>/{HIDDEN_TESTS} at its top or under solutions/"
+        f"{folder} holds no hidden checks: expected <exercise dir>/{HIDDEN_CHECKS} at its top or under solutions/"
     )
 
 
@@ -68,6 +74,6 @@ def open_hidden(source: Path) -> Iterator[Path]:
 def digest(root: Path) -> str:
     """A short hash of every hidden check file under ``root`` (names and contents)."""
     h = hashlib.sha256()
-    for path in sorted(root.glob(f"*/{HIDDEN_TESTS}")):
+    for path in sorted(root.glob(f"*/{HIDDEN_CHECKS}")):
         h.update(path.parent.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]

@@ -47,6 +47,7 @@ import tomllib
 from pathlib import Path
 
 FORMAT_VERSION = 1
+PUBLIC_CHECKS, HIDDEN_CHECKS = "test_public.py", "test_hidden.py"  # an exercise's check files
 VISIBILITIES = ("public", "hidden")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -86,6 +87,13 @@ class Exercise:
     @property
     def max_score(self) -> int:
         return sum(c.points for c in self.checks)
+
+    def public_checks(self, course_root: Path) -> Path:
+        return course_root / "exercises" / self.dir / PUBLIC_CHECKS
+
+    def hidden_checks(self, hidden_root: Path) -> Path:
+        """Where the hidden checks are in a folder of them (normally the course's solutions/)."""
+        return hidden_root / self.dir / HIDDEN_CHECKS
 
     def learner_paths(self, root: Path) -> list[Path]:
         """Paths of the learner's files in a submission rooted at ``root``.

@@ -50,7 +50,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from grader.manifest import Manifest, ManifestError, load
+from grader.manifest import HIDDEN_CHECKS, PUBLIC_CHECKS, Manifest, ManifestError, load
 
 RELEASE_FORMAT_VERSION = 1
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -61,8 +61,6 @@ BODY_DIRS = ("solutions", "fixtures")
 MIN_TEXT_CHARS = 60
 WORKFLOW_PATH = ".github/workflows/grade.yml"
 MANIFEST_NAME = "RELEASE.json"
-PUBLIC_TESTS = "test_public.py"
-HIDDEN_TESTS = "test_hidden.py"
 
 EXIT_OK, EXIT_LEAK, EXIT_USAGE, EXIT_BROKEN_COURSE = 0, 1, 2, 3
 
@@ -136,7 +134,7 @@ def allowlist(course: Path, manifest: Manifest) -> list[tuple[Path, str]]:
     """(source in the course, path in the release) for every file copied as it is."""
     pairs: list[tuple[Path, str]] = [(course / "exercises" / "manifest.toml", "exercises/manifest.toml")]
     for ex in manifest.exercises:
-        for name in ("README.md", *ex.files, PUBLIC_TESTS):
+        for name in ("README.md", *ex.files, PUBLIC_CHECKS):
             pairs.append((course / "exercises" / ex.dir / name, f"exercises/{ex.dir}/{name}"))
     grader_dir = course / "grader"
     code = [p for p in grader_dir.rglob("*.py") if "__pycache__" not in p.relative_to(grader_dir).parts]
@@ -284,7 +282,7 @@ def secret_material(course: Path, manifest: Manifest | None = None) -> Secrets:
             if top not in BODY_DIRS or path.suffix != ".py":
                 continue
             text = data.decode("utf-8", errors="replace")
-            if path.name == HIDDEN_TESTS:
+            if path.name == HIDDEN_CHECKS:
                 secrets.texts.setdefault(_squash(text), rel)
             try:
                 tree = ast.parse(text)

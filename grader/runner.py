@@ -35,9 +35,8 @@ from grader import __version__
 from grader.manifest import Exercise, Manifest
 from grader.results import ERROR, FAILED, NOT_RUN, PASSED, CheckResult, ExerciseResult, RunResult
 from grader.sandbox import user as sandbox_user
-from grader.sandbox.client import Sandbox, Zygote
+from grader.sandbox.client import SUBMISSION_FAILURES, Sandbox, Zygote
 
-PUBLIC_TESTS = "test_public.py"
 #: Check files are copied to a private folder under these names (see grader.pytest_plugin).
 CHECK_MODULE_RE = re.compile(r"^test_e(?P<num>\d+)_(?P<vis>public|hidden)\.py$")
 
@@ -54,7 +53,6 @@ class ExerciseRun:
 
     def workers(self) -> list[Sandbox]:
         return [w for w in (self.sandbox, self.clean) if w is not None]
-HIDDEN_TESTS = "test_hidden.py"
 
 
 def derive_seed(exercise: Exercise, paths: list[Path]) -> int:
@@ -120,12 +118,12 @@ def grade(
             try:
                 runs[ex.number] = _start(ex, module_path, ex_seed, course_root, hidden_root, tmp, zygote)
             except Exception as exc:
-                failed[ex.number] = grader_error_result(ex, tuple(map(str, paths)), ex_seed, hidden_run, exc)
+                failed[ex.number] = grader_error_result(ex, paths, ex_seed, hidden_run, exc)
         try:
             report = _run_pytest(tmp, runs) if runs else {}
         except Exception as exc:
             for n, run in runs.items():
-                failed[n] = grader_error_result(run.exercise, (str(run.module_path),), run.seed, hidden_run, exc)
+                failed[n] = grader_error_result(run.exercise, [run.module_path], run.seed, hidden_run, exc)
         results = []
         for ex in exercises:
             if ex.number not in failed:
@@ -133,7 +131,7 @@ def grade(
                     failed[ex.number] = _exercise_result(runs[ex.number], report, hidden_run)
                 except Exception as exc:
                     run = runs[ex.number]
-                    failed[ex.number] = grader_error_result(ex, (str(run.module_path),), run.seed, hidden_run, exc)
+                    failed[ex.number] = grader_error_result(ex, [run.module_path], run.seed, hidden_run, exc)
             results.append(failed[ex.number])
         results = tuple(results)
     finally:
@@ -143,15 +141,23 @@ def grade(
         if "grader.pytest_plugin" in sys.modules:
             sys.modules["grader.pytest_plugin"].STATE.clear()
         shutil.rmtree(tmp, ignore_errors=True)
-    return RunResult(
-        exercises=results,
-        grader_version=__version__,
-        jax_version=jax_version(),
-        seed_option=seed,
-        duration_s=time.monotonic() - t0,
-        started_at=started_at,
-        submission=str(submission_root),
-    )
+    return run_result(results, submission=submission_root, seed=seed, started_at=started_at,
+                      duration_s=time.monotonic() - t0)
+
+
+def run_result(exercises, *, submission, seed: int | None = None, started_at: str = "", duration_s: float = 0.0,
+               error: str = "") -> RunResult:
+    """A ``RunResult`` stamped with this grader's and the installed JAX's versions."""
+    return RunResult(exercises=tuple(exercises), grader_version=__version__, jax_version=jax_version(),
+                     seed_option=seed, duration_s=duration_s, started_at=started_at or utc_now(),
+                     submission=str(submission), error=error)
+
+
+def error_run(exercises: list[Exercise], submission: Path, *, seed: int | None = None, cause: BaseException | str,
+              error: str = "") -> RunResult:
+    """A run in which the grader failed on every one of ``exercises`` (hidden checks on)."""
+    return run_result([grader_error_result(ex, ex.learner_paths(Path(submission)), seed, True, cause)
+                       for ex in exercises], submission=submission, seed=seed, error=error)
 
 
 def utc_now() -> str:
@@ -163,11 +169,11 @@ def utc_now() -> str:
 def _start(ex: Exercise, module_path: Path, seed: int, course_root: Path, hidden_root: Path | None,
            tmp: Path, zygote: Zygote | None = None) -> ExerciseRun:
     """Copy the exercise's checks and start its workers (their JAX imports overlap the rest)."""
-    public = course_root / "exercises" / ex.dir / PUBLIC_TESTS
+    public = ex.public_checks(course_root)
     if public.is_file():
         shutil.copyfile(public, tmp / f"test_e{ex.number:02d}_public.py")
     if hidden_root is not None:
-        hidden = hidden_root / ex.dir / HIDDEN_TESTS
+        hidden = ex.hidden_checks(hidden_root)
         if not hidden.is_file():
             raise FileNotFoundError(f"the hidden checks of exercise {ex.number} are missing: no {hidden}")
         shutil.copyfile(hidden, tmp / f"test_e{ex.number:02d}_hidden.py")
@@ -196,6 +202,7 @@ def grade_parallel(manifest: Manifest, numbers: list[int], *, jobs: int | None =
     # JAX); a caller that has JAX loaded (it starts threads) gets fresh interpreters instead.
     ctx = multiprocessing.get_context("spawn" if "jax" in sys.modules else "fork")
     started_at = utc_now()
+    root = kwargs.get("submission_root") or kwargs["course_root"]
     with cf.ProcessPoolExecutor(max_workers=min(jobs, len(numbers)), mp_context=ctx) as pool:
         futures = [pool.submit(_grade_one, manifest, kwargs, n) for n in numbers]
         exercises = []
@@ -204,12 +211,12 @@ def grade_parallel(manifest: Manifest, numbers: list[int], *, jobs: int | None =
                 exercises.extend(fut.result().exercises)
             except Exception as exc:  # the grading process died: still a result, never a hole
                 ex = manifest.get(n)
-                exercises.append(grader_error_result(ex, (), kwargs.get("seed") or 0,
+                override = (kwargs.get("module_overrides") or {}).get(n)
+                paths = [override] if override else ex.learner_paths(Path(root))
+                exercises.append(grader_error_result(ex, paths, kwargs.get("seed"),
                                                      kwargs.get("hidden_root") is not None, exc))
-    root = kwargs.get("submission_root") or kwargs["course_root"]
-    return RunResult(exercises=tuple(exercises), grader_version=__version__, jax_version=jax_version(),
-                     seed_option=kwargs.get("seed"), duration_s=time.monotonic() - t0, started_at=started_at,
-                     submission=str(root))
+    return run_result(exercises, submission=root, seed=kwargs.get("seed"), started_at=started_at,
+                      duration_s=time.monotonic() - t0)
 
 
 def _grade_one(manifest: Manifest, kwargs: dict, number: int) -> RunResult:
@@ -265,23 +272,6 @@ def _check_name(nodeid: str) -> str:
     return func[len("test_"):] if func.startswith("test_") else func
 
 
-#: What a hidden check says when the learner's own code failed inside it: the kind of
-#: failure only, never the message (it may quote the check's inputs).
-_HIDDEN_SUBMISSION_MESSAGES = {
-    "not_implemented": "not implemented yet: your function still raises NotImplementedError",
-    "missing_file": "{name} was not found in your submission",
-    "syntax_error": "your file has a syntax error",
-    "import_error": "importing your file failed",
-    "missing_function": "a function the exercise asks for is missing or was renamed",
-    "exception": "your code raised {exc_type} during this check",
-    "bad_return": "your function returned something that is not plain data (arrays, numbers, strings, lists, dicts)",
-    "exit": "your code called sys.exit/exit()",
-    "memory": "your code ran out of memory",
-    "timeout": "the exercise ran out of time",
-    "crashed": "the process running your code crashed",
-}
-
-
 def _private_text(fb: dict) -> str:
     parts = [fb.get("message", "")]
     parts += [f"{k}: {fb[k]}" for k in ("measured", "expected", "hint") if fb.get(k)]
@@ -320,9 +310,9 @@ def _check_result(check, tests: list[dict], hidden_available: bool, collect_erro
         # and expected values (and a traceback that may quote inputs) are for the instructor.
         if status == ERROR:
             message = "grader error in this hidden check (reported to your instructor)"
-        elif fb.get("kind") in _HIDDEN_SUBMISSION_MESSAGES:
-            message = _HIDDEN_SUBMISSION_MESSAGES[fb["kind"]].format(exc_type=fb.get("exc_type") or "an exception",
-                                                                     name=Path(fb.get("file") or "").name)
+        elif fb.get("kind") in SUBMISSION_FAILURES:  # the learner's own code failed: say how, not where
+            message = SUBMISSION_FAILURES[fb["kind"]][0].format(exc_type=fb.get("exc_type") or "an exception",
+                                                                name=Path(fb.get("file") or "").name)
         else:
             message = check.feedback or f"this check failed; it verifies: {check.summary}"
         hint = fb.get("hint", "") if fb.get("kind") else ""  # the generic advice for a kind of failure
@@ -359,13 +349,17 @@ def _exercise_result(run: ExerciseRun, report: dict, hidden_available: bool) -> 
     )
 
 
-def grader_error_result(ex: Exercise, files: tuple[str, ...], seed: int, hidden_run: bool,
+def grader_error_result(ex: Exercise, paths, seed: int | None, hidden_run: bool,
                         exc: BaseException | str) -> ExerciseResult:
     """The grader itself failed on this exercise: a result that says so (never a missing one).
 
+    ``paths`` are the learner's files (the seed is derived from them when ``seed`` is None).
     The learner reads that it was the grader's fault; the traceback is kept for the
     instructor (``private``).
     """
+    paths = [Path(p) for p in paths]
+    files = tuple(map(str, paths))
+    seed = seed if seed is not None else derive_seed(ex, paths)
     if isinstance(exc, BaseException):
         private = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     else:

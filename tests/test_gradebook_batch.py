@@ -476,6 +476,8 @@ def test_locate_understands_folders_repositories_urls_and_names(tmp_path):
     url = batch.locate("https://github.com/carol/jax-exercises.git")
     assert (url.label, url.key, url.git) == ("jax-exercises", "https://github.com/carol/jax-exercises.git", True)
     assert batch.locate("git@github.com:dave/fork.git").label == "fork"
+    secret = batch.locate("https://carol:t0ken@github.com/carol/jax-exercises.git")
+    assert secret.key == "https://github.com/carol/jax-exercises.git" and "t0ken" in secret.source  # git needs it
     assert batch.locate("erin=https://example.com/x.git?ref=a=b").key == "name:erin"
     with pytest.raises(batch.SourceError, match="is a file"):
         (tmp_path / "f").write_text("")
