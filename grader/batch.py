@@ -43,6 +43,7 @@ import os
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import threading
 import time
@@ -54,6 +55,7 @@ from grader import __version__
 from grader.gradebook import Gradebook, GradebookError, Grading
 from grader.manifest import Exercise, Manifest
 from grader.results import ExerciseResult, RunResult
+from grader.submission import Snapshot, dirty_paths, read_commit, read_submission
 
 _URL = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://|[\w.-]+@[\w.-]+:)")
 _NAMED = re.compile(r"^(?P<name>[A-Za-z0-9][\w.@+-]*)=(?P<source>.+)$")
@@ -98,9 +100,10 @@ class Submission:
 class Unit:
     submission: Submission
     exercise: Exercise
-    content_hash: str
+    content_hash: str  # the snapshot's digest: exactly what is graded
     checks_digest: str
     key: str
+    snapshot: Snapshot | None = None
 
 
 @dataclasses.dataclass
@@ -113,6 +116,8 @@ class BatchReport:
     jobs: int
     seconds: float = 0.0
     interrupted: int = 0  # the signal that stopped the batch, or 0
+    unsaved: list = dataclasses.field(default_factory=list)  # (unit, run, why) the gradebook could not record
+    unsaved_file: Path | None = None  # where they were kept instead
 
     @property
     def grader_errors(self) -> list[tuple[Unit, ExerciseResult]]:
@@ -217,25 +222,34 @@ def fetch(spec: Spec, cache: Path) -> Submission:
     if not spec.git:
         return Submission(spec.label, spec.key, spec.source, Path(spec.source))
     safe = re.sub(r"[^\w.-]+", "_", spec.label)[:40] or "repo"
-    dest = cache / f"{safe}-{hashlib.sha256(spec.key.encode()).hexdigest()[:12]}"
+    dest = cache / f"{safe}-{hashlib.sha256(spec.key.encode()).hexdigest()[:12]}.git"
     if dest.exists():
         try:
-            _git("-C", dest, "fetch", "--quiet", "--force", "--", spec.source, "HEAD")
-            _git("-C", dest, "checkout", "--quiet", "--force", "--detach", "FETCH_HEAD")
-            _git("-C", dest, "clean", "-q", "-f", "-d", "-x")
+            _git("-C", dest, "fetch", "--quiet", "--force", "--", spec.source, "+HEAD:refs/grade/head")
         except FetchError:
             shutil.rmtree(dest, ignore_errors=True)  # a broken clone: start over
     if not dest.exists():
-        cache.mkdir(parents=True, exist_ok=True)
+        private_folder(cache)
         partial = dest.with_name(dest.name + ".partial")  # a clone cut short is never mistaken for one
         shutil.rmtree(partial, ignore_errors=True)
-        _git("clone", "--quiet", "--", spec.source, partial)
+        # bare: the learner's tree is read from git's objects (grader.submission.read_commit), so
+        # none of its files -- links included -- is ever written to disk
+        _git("clone", "--quiet", "--bare", "--", spec.source, partial)
+        _git("-C", partial, "update-ref", "refs/grade/head", "HEAD")
         partial.rename(dest)
     try:
-        commit = _git("-C", dest, "rev-parse", "--verify", "HEAD^{commit}")
+        commit = _git("-C", dest, "rev-parse", "--verify", "refs/grade/head^{commit}")
     except FetchError:
         raise FetchError("the repository has no commits") from None
     return Submission(spec.label, spec.key, spec.source, dest, commit)
+
+
+def private_folder(path: Path) -> Path:
+    """Make ``path`` (and missing parents) and close it to other users: clones and the
+    gradebook hold every learner's work and every verdict."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
 
 
 def fetch_all(specs: list[Spec], cache: Path) -> tuple[list[Submission], list[tuple[Spec, str]]]:
@@ -260,9 +274,7 @@ def fetch_all(specs: list[Spec], cache: Path) -> tuple[list[Submission], list[tu
 
 def _hash_file(h, path: Path, name: str) -> None:
     h.update(name.encode() + b"\0")
-    if path.is_symlink():
-        h.update(b"<link>" + os.readlink(path).encode())
-    if path.is_file():
+    if path.is_file() and not path.is_symlink():
         with open(path, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
@@ -271,23 +283,23 @@ def _hash_file(h, path: Path, name: str) -> None:
     h.update(b"\0")
 
 
+def snapshot_for(sub: Submission, ex: Exercise) -> Snapshot:
+    """What is graded of ``sub`` for ``ex``: its HEAD commit's files for a git submission,
+    the folder as it is on disk otherwise (``grader.submission``)."""
+    if sub.commit:
+        try:
+            return read_commit(sub.root, sub.commit, ex.dir, ex.files)
+        except Exception as exc:  # noqa: BLE001 - git failed: graded as a missing file, with the reason
+            from grader.submission import SnapshotProblem
+
+            return Snapshot(f"{sub.source}@{sub.commit[:12]}", ex.module_file, {},
+                            problem=SnapshotProblem("missing_file", f"the commit could not be read ({exc})"))
+    return read_submission(sub.root, ex.dir, ex.files)
+
+
 def content_hash(ex: Exercise, root: Path) -> str:
-    """A hash of everything in the submission's folder for ``ex`` that grading can see: the
-    learner's files first, then any other file beside them (a module they import)."""
-    folder = root / "exercises" / ex.dir
-    h = hashlib.sha256(b"grade-content-v1\0")
-    for name in ex.files:
-        _hash_file(h, folder / name, name)
-    others = []
-    for dirpath, dirnames, filenames in os.walk(folder):  # symlinked folders are not followed
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        for f in filenames:
-            rel = os.path.relpath(os.path.join(dirpath, f), folder)
-            if rel not in ex.files and not f.endswith(".pyc"):
-                others.append(rel)
-    for rel in sorted(others):
-        _hash_file(h, folder / rel, rel)
-    return h.hexdigest()[:32]
+    """The digest of what grading sees of the folder ``root`` for ``ex`` (its snapshot)."""
+    return read_submission(root, ex.dir, ex.files).digest()
 
 
 def checks_digest(ex: Exercise, course_root: Path, hidden_root: Path) -> str:
@@ -314,10 +326,22 @@ def plan(subs: list[Submission], exercises: list[Exercise], course_root: Path, h
     units = []
     for sub in subs:
         for ex in exercises:
-            content = content_hash(ex, sub.root)
+            snap = snapshot_for(sub, ex)
+            content = snap.digest()
             units.append(Unit(sub, ex, content, digests[ex.number],
-                              unit_key(sub.key, ex.number, content, digests[ex.number], __version__, jax)))
+                              unit_key(sub.key, ex.number, content, digests[ex.number], __version__, jax), snap))
     return units
+
+
+def dirty_submissions(specs: list[Spec]) -> dict[str, list[str]]:
+    """Local git repositories with uncommitted changes (graded at HEAD: the changes do not count)."""
+    out = {}
+    for spec in specs:
+        if spec.git and not is_url(spec.source) and (Path(spec.source) / ".git").exists():
+            changes = dirty_paths(Path(spec.source))
+            if changes:
+                out[spec.label] = changes
+    return out
 
 
 # --- workers -------------------------------------------------------------------------------
@@ -389,15 +413,16 @@ def _grade_unit(job: dict, manifests: dict[str, Manifest], zygote=None) -> RunRe
     root = Path(job["submission"])
     try:
         return runner.grade(manifest, [job["number"]], course_root=Path(job["course"]), submission_root=root,
-                            hidden_root=Path(job["hidden"]), seed=None, zygote=zygote)
+                            snapshots={job["number"]: job["snapshot"]}, hidden_root=Path(job["hidden"]), seed=None,
+                            zygote=zygote)
     except Exception as exc:  # a bug in the grader: still a result, never a hole
-        return _error_run(manifest.get(job["number"]), root, exc)
+        return _error_run(manifest.get(job["number"]), root, exc, job.get("snapshot"))
 
 
-def _error_run(ex: Exercise, root: Path, exc: BaseException | str) -> RunResult:
+def _error_run(ex: Exercise, root: Path, exc: BaseException | str, snapshot: Snapshot | None = None) -> RunResult:
     from grader import runner
 
-    return runner.error_run([ex], root, cause=exc)
+    return runner.run_result([runner.grader_error_result(ex, snapshot, None, True, exc)], submission=root)
 
 
 def _signal_name(number: int) -> str:
@@ -473,7 +498,8 @@ class _Workers:
         else:
             how = f"exited with status {code}"
         self._replace(slot)
-        return _error_run(unit.exercise, unit.submission.root, f"the grading process {how} while grading this unit")
+        return _error_run(unit.exercise, unit.submission.root, f"the grading process {how} while grading this unit",
+                          unit.snapshot)
 
     def _replace(self, slot: _Slot) -> None:
         """A fresh worker in place of a dead (or confused) one."""
@@ -510,7 +536,7 @@ def _exclusive(gradebook: Path) -> Iterator[None]:
     import fcntl
 
     lock_path = gradebook.with_name(gradebook.name + ".lock")
-    with open(lock_path, "a") as fh:
+    with os.fdopen(os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600), "a") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -555,6 +581,7 @@ def run_batch(manifest: Manifest, specs: list[Spec], *, course_root: Path, hidde
     exercises = [manifest.get(n) for n in numbers] if numbers else list(manifest.exercises)
     jobs = max(1, jobs or os.cpu_count() or 1)
     with _stop_on_signals() as stop, Gradebook(gradebook) as book, _exclusive(gradebook):
+        book.check_writable()  # before any grading work: a gradebook that cannot record wastes it all
         subs, fetch_errors = fetch_all(specs, repo_cache(gradebook))
         units = plan(subs, exercises, course_root, hidden_root)
         done = set() if regrade else book.unit_keys() - (book.failed_unit_keys() if retry_errors else set())
@@ -563,7 +590,7 @@ def run_batch(manifest: Manifest, specs: list[Spec], *, course_root: Path, hidde
 
         def job_for(unit: Unit) -> dict:
             return {"manifest": str(manifest.path), "course": str(course_root), "submission": str(unit.submission.root),
-                    "number": unit.exercise.number, "hidden": str(hidden_root)}
+                    "number": unit.exercise.number, "hidden": str(hidden_root), "snapshot": unit.snapshot}
 
         if progress:
             progress.start(len(todo), len(report.skipped))
@@ -573,7 +600,11 @@ def run_batch(manifest: Manifest, specs: list[Spec], *, course_root: Path, hidde
             workers = _Workers(jobs, job_for, lambda: stop["signum"])
             with contextlib.closing(workers.run(todo)) as finished:
                 for unit, run in finished:
-                    result = _record(book, unit, run, hidden_digest)
+                    try:
+                        result = _record(book, unit, run, hidden_digest)
+                    except sqlite3.Error as exc:  # the disk filled up, the file went read-only...
+                        result = _the_exercise(run, unit)
+                        report.unsaved.append((unit, run, str(exc)))
                     report.graded.append((unit, result))
                     if progress:
                         progress.done(unit, result)
@@ -582,8 +613,22 @@ def run_batch(manifest: Manifest, specs: list[Spec], *, course_root: Path, hidde
         finally:
             if progress:
                 progress.close()
+            if report.unsaved:
+                report.unsaved_file = _keep_unsaved(gradebook, report.unsaved)
     report.seconds = time.monotonic() - t0
     return report
+
+
+def _keep_unsaved(gradebook: Path, unsaved: list) -> Path:
+    """Gradings the gradebook could not record, kept in a private JSON file beside it
+    (``grade gradebook import`` reads it once the gradebook works again)."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    path = gradebook.with_name(f"{gradebook.name}.unsaved-{stamp}.json")
+    data = [dataclasses.replace(run, submission=unit.submission.label).to_dict(private=True) for unit, run, _ in unsaved]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1)
+    return path
 
 
 def _record(book: Gradebook, unit: Unit, run: RunResult, hidden_digest: str) -> ExerciseResult:
@@ -603,5 +648,5 @@ def _the_exercise(run: RunResult, unit: Unit) -> ExerciseResult:
     found = [e for e in run.exercises if e.number == unit.exercise.number]
     if len(found) == 1:
         return found[0]
-    return _error_run(unit.exercise, unit.submission.root,
-                      f"grading returned {len(run.exercises)} results for one exercise").exercises[0]
+    return _error_run(unit.exercise, unit.submission.root, f"grading returned {len(run.exercises)} results for one "
+                      f"exercise", unit.snapshot).exercises[0]

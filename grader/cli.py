@@ -53,12 +53,14 @@ def _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, v
     manifest = _manifest(course)
     check_numbers(manifest, numbers)
     sub = Path(submission).resolve() if submission else course
-    if file is not None:
-        file = _materialize_fixture(manifest.get(numbers[0]), course, Path(file))
+    snapshots = {numbers[0]: _file_snapshot(manifest.get(numbers[0]), course, Path(file))} if file else None
     try:
         run = runner.grade_parallel(manifest, numbers, jobs=jobs, course_root=course, submission_root=sub,
-                                    module_overrides={numbers[0]: file} if file else None,
-                                    hidden_root=_hidden_root(course, public_only, hidden), seed=seed)
+                                    snapshots=snapshots, hidden_root=_hidden_root(course, public_only, hidden),
+                                    seed=seed)
+    except runner.GradingInterrupted as stop:
+        click.echo(f"grade: interrupted ({_signal_name(stop.signum)}); nothing was graded -- run it again", err=True)
+        sys.exit(128 + stop.signum)
     except Exception as exc:  # a bug in the grader, not in the submission
         if verbose:
             traceback.print_exc(file=sys.stderr)
@@ -77,30 +79,47 @@ def _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, v
 
 
 def _report_to_github(run, repo_root: Path) -> None:
+    """The job summary and annotations.  Annotation paths are relative to the workflow's
+    workspace (``GITHUB_WORKSPACE``) when the graded checkout lies inside it -- a fork checked
+    out under ``submission/`` is annotated as ``submission/exercises/...``."""
     from grader.reports import github as gh
 
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         gh.write_summary(run, Path(os.environ["GITHUB_STEP_SUMMARY"]))
-    for line in gh.annotations(run, repo_root):
+    workspace = os.environ.get("GITHUB_WORKSPACE")
+    root = Path(workspace).resolve() if workspace and _inside(repo_root, Path(workspace)) else repo_root
+    for line in gh.annotations(run, root):
         click.echo(line)
 
 
-def _materialize_fixture(ex, course: Path, file: Path) -> Path:
-    """A fixture that holds only its mistake (``base`` in fixture.toml) is graded as base + mistake."""
-    from grader import verify
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+        return True
+    except (ValueError, OSError):
+        return False
+
+
+def _file_snapshot(ex, course: Path, file: Path):
+    """``--file``: one file graded as the exercise's learner file.  A fixture that holds only
+    its mistake (``base`` in fixture.toml) is graded as base + mistake, built in memory."""
+    from grader import submission, verify
 
     folder = file.resolve().parent
-    if not (folder / "fixture.toml").is_file():
-        return file
-    source = verify.fixture_source(ex, course, folder)
-    if source is None:
-        return file
-    import tempfile
+    if (folder / "fixture.toml").is_file():
+        source = verify.fixture_source(ex, course, folder)
+        if source is not None:
+            return submission.from_source(str(file), ex.module_file, source.encode("utf-8"))
+    return submission.single_file(file, ex.module_file)
 
-    out = Path(tempfile.gettempdir()) / f"grade-fixture-{ex.dir}-{folder.name}" / ex.module_file
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(source, encoding="utf-8")
-    return out
+
+def _signal_name(signum: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return str(signum)
 
 
 _grading_options = [
@@ -201,13 +220,23 @@ def ci_cmd(submission, hidden_source, numbers, seed, jobs, json_out, instructor,
     outcome = ci.run(course_root(), submission.resolve(), hidden_source.resolve(), numbers=list(numbers),
                      seed=seed, jobs=jobs or None, label=label)
     outputs = ci.Outputs(json=json_out, instructor=instructor, gradescope=gradescope_out, junit=junit_out)
-    ci.write_outputs(outcome.run, outputs, submission.resolve())
+    _, failed_reports = ci.write_outputs(outcome.run, outputs, submission.resolve())
+    for warning in outcome.warnings:
+        click.echo(f"grade: warning: {warning}", err=True)
     if github:
         _report_to_github(outcome.run, submission.resolve())
     if not quiet:
         from grader import render
 
         render.print_run(outcome.run)
+    for failure in failed_reports:
+        click.echo(f"grade: could not write a report: {failure}", err=True)
+    if outcome.interrupted:
+        click.echo(f"grade: interrupted ({_signal_name(outcome.interrupted)}): the result files are marked incomplete "
+                   f"and carry no score; grade again", err=True)
+        sys.exit(128 + outcome.interrupted)
+    if failed_reports:
+        sys.exit(EXIT_GRADER_ERROR)
     if outcome.problem:
         click.echo(f"grade: could not grade: {outcome.problem}", err=True)
         sys.exit(EXIT_CANNOT_GRADE)
@@ -281,11 +310,17 @@ def release_cmd(out: Path, force: bool) -> None:
 
 
 @main.command("verify")
+@click.argument("exercises", type=int, nargs=-1)
 @click.option("--json", "as_json", is_flag=True)
 @click.option("-j", "--jobs", type=int, default=0, help="Parallel gradings (default: number of cores).")
-@click.option("--exercise", "numbers", type=int, multiple=True, help="Only these exercises.")
-def verify_cmd(as_json: bool, jobs: int, numbers: tuple[int, ...]) -> None:
-    """Prove the suite: solutions score full, stubs 0, wrong fixtures and cheats are caught."""
+@click.option("--exercise", "numbers", type=int, multiple=True, help="Only these exercises (as EXERCISES).")
+@click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Grade every solution and known-wrong fixture at this many seeds; each must hold at all.")
+def verify_cmd(exercises: tuple[int, ...], as_json: bool, jobs: int, numbers: tuple[int, ...], seeds: int) -> None:
+    """Prove the suite: solutions score full, stubs 0, wrong fixtures and cheats are caught.
+
+    EXERCISES: only these exercise numbers (default: all)."""
+    numbers = tuple(exercises) + tuple(numbers)
     from grader import verify
 
     course = course_root()
@@ -294,8 +329,9 @@ def verify_cmd(as_json: bool, jobs: int, numbers: tuple[int, ...]) -> None:
             f"`grade verify` proves the suite with the course's reference solutions, hidden checks and fixtures; "
             f"{course} has none (a learner's copy?). Run it in the course's own repository.")
     manifest = _manifest(course)
+    check_numbers(manifest, numbers)
     report = verify.verify(manifest, course_root(), numbers=list(numbers) or None, jobs=jobs or None,
-                           progress=None if as_json else click.echo)
+                           progress=None if as_json else click.echo, seeds=seeds)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:

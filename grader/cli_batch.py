@@ -122,6 +122,9 @@ def batch_cmd(submissions, gradebook_path, hidden_source, jobs, numbers, regrade
     if not gradebook_path.resolve().parent.is_dir():
         raise click.UsageError(f"--gradebook {gradebook_path}: the folder {gradebook_path.parent} does not exist")
     source = hidden_source or course / "solutions"
+    for label, changes in batch.dirty_submissions(specs).items():
+        click.echo(f"warning: {label} has {len(changes)} uncommitted change(s) (e.g. {changes[0]}); a git "
+                   f"repository is graded at its last commit, so they are not graded", err=True)
     try:
         with hidden.open_hidden(source) as hidden_root:
             report = batch.run_batch(
@@ -143,6 +146,11 @@ def batch_cmd(submissions, gradebook_path, hidden_source, jobs, numbers, regrade
         click.echo(json.dumps(summary, indent=2))
     else:
         _print_summary(summary, report)
+    if report.unsaved:
+        click.echo(f"grade: the gradebook stopped accepting results ({report.unsaved[0][2]}); "
+                   f"{len(report.unsaved)} graded unit(s) were kept in {report.unsaved_file} -- fix the gradebook, "
+                   f"then `grade gradebook import --gradebook {gradebook_path} {report.unsaved_file}`", err=True)
+        sys.exit(EXIT_CANNOT_GRADE)
     if report.interrupted:
         click.echo(f"interrupted: {len(report.graded)} units graded and recorded; run the same command again "
                    f"to grade the rest", err=True)
@@ -238,7 +246,9 @@ def export_cmd(gradebook_path, fmt, out, history, private) -> None:
 @_gradebook_option
 @click.option("--submission", "name", default="",
               help="Record these results under this submission name (default: the name each result gives).")
-def import_cmd(results, gradebook_path, name) -> None:
+@click.option("--merge", is_flag=True,
+              help="With --submission: record results of a different repository or folder under that name anyway.")
+def import_cmd(results, gradebook_path, name, merge) -> None:
     """Merge RESULTS files (written by `grade ci ... --json FILE --instructor`) into the gradebook.
 
     Importing the same results again adds nothing.
@@ -252,11 +262,16 @@ def import_cmd(results, gradebook_path, name) -> None:
         except gradebook.GradebookError as exc:
             raise click.UsageError(str(exc)) from None
     added = present = 0
+    incomplete = [str(path) for path, file_runs in runs if any(r.incomplete for r in file_runs)]
+    if incomplete:
+        raise click.UsageError(f"{', '.join(incomplete)}: grading was interrupted there (the result is marked "
+                               f"incomplete); it is not a grade and is not imported -- grade those submissions again")
     try:
         with gradebook.Gradebook(gradebook_path) as book:
+            book.check_writable()
             for path, file_runs in runs:
                 for run in file_runs:
-                    a, p = book.import_run(run, origin=f"import:{path.name}", submission=name)
+                    a, p = book.import_run(run, origin=f"import:{path.name}", submission=name, merge=merge)
                     added, present = added + a, present + p
     except gradebook.GradebookError as exc:
         raise GraderCrash(str(exc)) from None

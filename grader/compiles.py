@@ -1,95 +1,89 @@
-"""Counting XLA compilations through JAX's own compile log.
+"""Counting XLA compilations, and telling the learner's from JAX's own.
 
-``CompileRecorder`` turns on ``jax_log_compiles`` (and, optionally,
-``jax_explain_cache_misses``) for the length of a ``with`` block and records every
-compilation JAX reports, with the function's name and argument signature.  It is the
-same log a learner sees with ``JAX_LOG_COMPILES=1``, so feedback can quote it.
+How many: the worker's trusted thread reads JAX's C++ compilation cache before and after
+each request (``grader.sandbox.meter``), so every answer carries the true number of
+compilations it caused, whatever the learner's code did to logging or monitoring.
 
-Compiles are attributed by *name*: callers ask ``recorder.count(names)`` for the
-functions they care about, so incidental compiles (``jnp.ones`` becomes
-``jit(broadcast_in_dim)``, ``.astype`` becomes ``jit(convert_element_type)``...) never
-count.  A second, independent signal -- ``jax.monitoring``'s backend-compile events --
-is recorded beside the log; ``count`` takes the larger of the two, so silencing the
-logging module cannot hide a compile.
+Whose: incidental compilations are everywhere (``jnp.ones`` compiles
+``broadcast_in_dim``, ``.astype`` compiles ``convert_element_type``, optimizer
+initialisation compiles helpers), and which ones happen depends on what ran before.
+``CompileRecorder`` (used by probes, inside the sandbox) looks at every compilation the
+block caused and asks where the code it traced came from: a jaxpr equation carries the
+traceback of the Python code that created it, cut at the trace's boundary, so an
+equation made by the learner's code (or by the grader's probe code around it) names that
+code, while an eagerly dispatched primitive or a ``jnp`` helper names only JAX's own
+files.  A compilation whose traced code is all library code is *incidental*; everything
+else is *own*.  This does not depend on names: a renamed function, a ``functools.partial``
+or a function made by ``exec`` is still the learner's (``grader.sandbox.guard`` refuses
+code that pretends to come from a library file).
 
-Runs inside the sandbox (the learner's process) and in trusted code alike; it returns
-plain data only.
+The trusted side (``grader.testing.count_compiles``) takes the meter's total and subtracts
+the incidental compilations the recorder could prove; anything it could not classify
+counts as the learner's, so silencing or confusing the recorder can only raise the count.
+
+The recorder also turns on ``jax_log_compiles`` and, optionally,
+``jax_explain_cache_misses`` for the block, and keeps JAX's own words -- each
+compilation's argument signature and the reason for each cache miss -- for feedback.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from collections import Counter
-from typing import Iterable
 
 from grader import jaxcompat
 
-
-@dataclasses.dataclass(frozen=True)
-class CompileEvent:
-    name: str
-    signature: str  # "(ShapedArray(float32[2,3]), ...)" from the "Compiling" line; "" if unseen
-    log_line: str
-
-    def to_plain(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-class _ListHandler(logging.Handler):
-    def __init__(self, sink: list):
-        super().__init__(level=logging.DEBUG)
-        self.sink = sink
-
-    def emit(self, record: logging.LogRecord) -> None:  # pragma: no cover - trivial
-        try:
-            self.sink.append((record.name, record.getMessage()))
-        except Exception:
-            pass
+LIBRARY = "library"  # the guard's name for the Python installation's code
 
 
 class CompileRecorder:
-    """Record compilations (log + monitoring) made inside a ``with`` block."""
+    """Record and classify the compilations made inside a ``with`` block (in a worker).
 
-    def __init__(self, explain_cache_misses: bool = False):
+    ``roots`` is the worker's ``grader.sandbox.guard.Roots`` (a probe passes ``ctx.roots``):
+    it says where a code object comes from; by default, this Python's installation."""
+
+    def __init__(self, roots=None, explain_cache_misses: bool = False):
+        if roots is None:
+            import os
+
+            from grader.sandbox.guard import Roots
+
+            here = os.path.dirname(os.path.abspath(__file__))
+            roots = Roots.of_this_python(sandbox=os.getcwd(), grader=here)
+        self.roots = roots
         self.explain = explain_cache_misses
-        self._records: list[tuple[str, str]] = []
-        self._monitor_names: list[str] = []
-        self.events: list[CompileEvent] = []
+        self.compilations: list[dict] = []  # {"name", "own"} per new compilation (in no particular order)
         self.cache_misses: list[str] = []
+        self.logged: list[dict] = []  # {"name", "signature"} per "Compiling" log line
+        self.total = 0  # every compilation in the block (JAX's compilation cache misses)
 
-    # -- context management -------------------------------------------------------
     def __enter__(self) -> "CompileRecorder":
         import jax
-        from jax import monitoring
 
         self._jax = jax
         self._saved = (jax.config.jax_log_compiles, jax.config.jax_explain_cache_misses)
+        self._compile_cache = jaxcompat.jax_caches()["compiles"][2]
+        self._lowering_cache = jaxcompat.lowering_cache()
+        self._before = {id(k[0]) for k in self._compile_cache.cache_keys()}
+        self._misses = self._compile_cache.cache_info().misses
+        self._lowered_before = {id(k[0]) for k in self._lowering_cache.cache_keys()}
         jax.config.update("jax_log_compiles", True)
         if self.explain:
             jax.config.update("jax_explain_cache_misses", True)
-        self._handler = _ListHandler(self._records)
+        self._records: list = []
+        self._handler = logging.Handler(level=logging.DEBUG)
+        self._handler.emit = self._records.append  # no code of ours runs when JAX logs
         self._loggers = [logging.getLogger(n) for n in (*jaxcompat.COMPILE_LOGGERS, jaxcompat.CACHE_MISS_LOGGER)]
-        self._saved_levels = []
+        self._saved_levels = [(lg.level, lg.disabled) for lg in self._loggers]
         self._saved_disable = logging.root.manager.disable
         logging.disable(logging.NOTSET)
         for lg in self._loggers:
-            self._saved_levels.append((lg.level, lg.disabled))
             lg.disabled = False
             lg.setLevel(logging.DEBUG)
             lg.addHandler(self._handler)
-
-        def listener(event, duration, **kw):
-            if event == jaxcompat.BACKEND_COMPILE_EVENT:
-                self._monitor_names.append(jaxcompat.backend_compile_name(str(kw.get("fun_name", ""))))
-
-        self._listener = listener
-        monitoring.register_event_duration_secs_listener(listener)
         return self
 
     def __exit__(self, *exc) -> None:
         jax = self._jax
-        jaxcompat.unregister_duration_listener(self._listener)
         for lg, (level, disabled) in zip(self._loggers, self._saved_levels):
             lg.removeHandler(self._handler)
             lg.setLevel(level)
@@ -97,61 +91,111 @@ class CompileRecorder:
         logging.disable(self._saved_disable)
         jax.config.update("jax_log_compiles", self._saved[0])
         jax.config.update("jax_explain_cache_misses", self._saved[1])
-        self._parse()
+        self.total = self._compile_cache.cache_info().misses - self._misses
+        self._read_log()
+        self._classify()
 
-    # -- parsing ------------------------------------------------------------------
-    def _parse(self) -> None:
-        pending_sig: dict[str, list[str]] = {}
-        events = []
-        misses = []
-        for logger, msg in self._records:
+    # -- what happened -------------------------------------------------------------------
+    def _read_log(self) -> None:
+        for record in self._records[:2000]:
+            try:
+                msg = record.getMessage()[:8000]
+            except Exception:  # noqa: BLE001 - a record we cannot format says nothing
+                continue
             if msg.startswith(jaxcompat.CACHE_MISS_PREFIX):
-                misses.append(msg)
+                self.cache_misses.append(msg[:4000])
                 continue
             m = jaxcompat.COMPILE_STARTED.search(msg)
             if m:
-                pending_sig.setdefault(m.group("name"), []).append(m.group("sig"))
+                self.logged.append({"name": m.group("name"), "signature": m.group("sig")[:2000]})
+
+    def _classify(self) -> None:
+        """Each new compilation, own or incidental, judged by the lowerings of its name."""
+        lowered: dict[str, list[bool]] = {}
+        for key in self._lowering_cache.cache_keys():
+            if id(key[0]) in self._lowered_before:
                 continue
-            m = jaxcompat.COMPILE_FINISHED.search(msg)
-            if m:
-                name = m.group("name")
-                sigs = pending_sig.get(name) or [""]
-                sig = sigs.pop(0) if pending_sig.get(name) else ""
-                events.append(CompileEvent(name=name, signature=sig, log_line=msg))
-        self.events = events
-        self.cache_misses = misses
+            jaxpr = key[0]()
+            lowered.setdefault(jaxcompat.module_name(key), []).append(jaxpr is None or self._own(jaxpr))
+        for key in self._compile_cache.cache_keys():
+            if id(key[0]) in self._before:
+                continue
+            name = jaxcompat.module_name(key)
+            kinds = lowered.get(name)
+            # incidental only when every lowering under this name is library code: a lowering
+            # made to look like JAX's own cannot hide a real one of the learner's
+            self.compilations.append({"name": jaxcompat.backend_compile_name(name), "own": not kinds or any(kinds)})
 
-    # -- queries ------------------------------------------------------------------
+    def _own(self, closed) -> bool:
+        """Whether code that is not the Python installation's made an equation of ``closed``."""
+        kinds: dict[int, str] = {}
+        stack = [getattr(closed, "jaxpr", closed)]
+        saw_equation = False
+        while stack:
+            jaxpr = stack.pop()
+            for eqn in jaxpr.eqns:
+                saw_equation = True
+                traceback = getattr(eqn.source_info, "traceback", None)
+                if traceback is not None:
+                    for code in traceback.raw_frames()[0]:
+                        kind = kinds.get(id(code))
+                        if kind is None:
+                            kind = kinds[id(code)] = self.roots.kind(code.co_filename)
+                        if kind != LIBRARY:
+                            return True
+                stack.extend(getattr(sub, "jaxpr", sub) for sub in jaxcompat.jaxprs_in_params(eqn.params))
+        if saw_equation:
+            return False
+        # an empty program (e.g. an identity function): judge by where the function is defined
+        filename = jaxcompat.traced_function_file(closed)
+        return not filename or self.roots.kind(filename) != LIBRARY
+
+    # -- queries ---------------------------------------------------------------------------
     @property
-    def monitored(self) -> Counter:
-        return Counter(self._monitor_names)
+    def incidental(self) -> int:
+        return sum(1 for c in self.compilations if not c["own"])
 
-    def by_name(self) -> Counter:
-        """Compiles per function name: the larger of the log count and the monitoring count."""
-        logged = Counter(e.name for e in self.events)
-        out = Counter()
-        for name in set(logged) | set(self.monitored):
-            out[name] = max(logged[name], self.monitored[name])
+    @property
+    def learner(self) -> int:
+        """All compilations but the incidental ones: a compilation whose cache entry was
+        gone before it could be classified (a function made and dropped) counts as own."""
+        return max(self.total - self.incidental, 0)
+
+    def own(self, name: str | None = None) -> int:
+        return sum(1 for c in self.compilations if c["own"] and (name is None or c["name"] == name))
+
+    def by_name(self) -> dict[str, int]:
+        """Own compilations per compiled function name."""
+        out: dict[str, int] = {}
+        for c in self.compilations:
+            if c["own"]:
+                out[c["name"]] = out.get(c["name"], 0) + 1
         return out
 
-    def count(self, names: Iterable[str]) -> int:
-        counts = self.by_name()
-        return sum(counts[n] for n in set(names))
+    def count(self, names=None) -> int:
+        """Own compilations, of the functions called ``names`` only when given."""
+        wanted = None if names is None else set(names)
+        return sum(n for name, n in self.by_name().items() if wanted is None or name in wanted)
+
+    def events(self) -> list[dict]:
+        """The "Compiling" log lines of own functions, in order: name and argument signature
+        (for feedback only; empty when the learner's code silenced the log)."""
+        names = set(self.by_name())
+        return [e for e in self.logged if e["name"] in names]
 
     def to_plain(self) -> dict:
         return {
-            "events": [e.to_plain() for e in self.events],
-            "by_name": dict(self.by_name()),
+            "total": self.total,
+            "incidental": self.incidental,
+            "own_by_name": self.by_name(),
+            "events": self.events()[:200],
             "cache_misses": list(self.cache_misses),
         }
 
 
-def defined_function_names(source: str, filename: str = "<submission>") -> set[str]:
-    """Names of every function, method and lambda defined in ``source``, nested ones included.
-
-    A compile is attributed to the learner's code when its name is one of these: JAX logs a
-    jitted function under ``__name__`` (``partial(f)`` -> ``f``, a lambda -> ``<lambda>``).
-    """
+def defined_function_names(source: bytes | str, filename: str = "<submission>") -> set[str]:
+    """Names of every function, method and lambda defined in ``source``, nested ones included
+    (Python source: bytes are decoded as Python does, coding line and BOM included)."""
     code = compile(source, filename, "exec", dont_inherit=True)
     names: set[str] = set()
     stack = [code]
@@ -161,10 +205,6 @@ def defined_function_names(source: str, filename: str = "<submission>") -> set[s
             if hasattr(const, "co_code"):
                 names.add(const.co_name)
                 stack.append(const)
-    # Callable instances and some wrappers log as "<unnamed function>"; comprehension
-    # scopes are not functions a learner jits.
-    names.discard("<listcomp>")
-    names.discard("<dictcomp>")
-    names.discard("<setcomp>")
-    names.discard("<genexpr>")
+    for comprehension in ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"):
+        names.discard(comprehension)
     return names

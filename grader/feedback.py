@@ -2,8 +2,12 @@
 
 Tests raise ``CheckFailed`` with four parts a learner can act on: what went wrong
 (``message``), what was measured, what was expected, and what to try next (``hint``).
-For hidden checks only these authored parts are shown -- never the test's source, its
-inputs, or a raw assertion diff.
+A public check shows all four.  A hidden check may not: its measured and expected values
+can quote inputs drawn at grading time, so they go to the instructor only.  What a hidden
+check tells the learner is ``diagnosis`` (what is true of *this* failure, e.g. "0
+compilations: is the function jitted?" or which kind of change was mispredicted) and
+``advice`` (what to try), both written so that they name no hidden input value or shape;
+without them it falls back to the manifest's ``feedback`` line.
 
 The ``expect_*`` helpers validate values that came back from the sandbox (already
 plain numpy/Python data) and raise ``CheckFailed`` with a useful message.
@@ -17,15 +21,19 @@ import numpy as np
 
 
 class CheckFailed(AssertionError):
-    def __init__(self, message: str, *, measured: str = "", expected: str = "", hint: str = ""):
+    def __init__(self, message: str, *, measured: str = "", expected: str = "", hint: str = "",
+                 diagnosis: str = "", advice: str = ""):
         super().__init__(message)
         self.message = message
         self.measured = measured
         self.expected = expected
         self.hint = hint
+        self.diagnosis = diagnosis  # hidden checks: what is wrong, naming no hidden input
+        self.advice = advice  # hidden checks: what to try, naming no hidden input
 
     def as_dict(self) -> dict:
-        return {"message": self.message, "measured": self.measured, "expected": self.expected, "hint": self.hint}
+        return {"message": self.message, "measured": self.measured, "expected": self.expected, "hint": self.hint,
+                "diagnosis": self.diagnosis, "advice": self.advice}
 
 
 def describe(value: Any) -> str:

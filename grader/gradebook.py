@@ -39,6 +39,7 @@ import dataclasses
 import datetime
 import hashlib
 import json
+import os
 import sqlite3
 import uuid
 from collections.abc import Iterable
@@ -47,7 +48,7 @@ from typing import IO, Any
 
 from grader.results import ExerciseResult, RunResult
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APPLICATION_ID = 0x47524442  # "GRDB": this SQLite file is a gradebook
 EXPORT_FORMAT_VERSION = 1
 
@@ -111,8 +112,11 @@ CREATE VIEW latest_check_rows AS
 SELECT * FROM check_rows WHERE grading_id IN (SELECT id FROM latest_gradings);
 """
 
-#: Upgrades from each older schema version to the next (none yet: version 1 is the first).
-_MIGRATIONS: dict[int, str] = {}
+#: Upgrades from each older schema version to the next.
+_MIGRATIONS: dict[int, str] = {
+    # 2: what a submission is beyond its label (a hash of its repository URL and folder)
+    1: "ALTER TABLE gradings ADD COLUMN submission_id TEXT NOT NULL DEFAULT ''",
+}
 
 #: CSV columns, in order: one row per submission, exercise and check.
 CSV_COLUMNS = (
@@ -144,6 +148,7 @@ class Grading:
     hidden_digest: str = ""
     checks_digest: str = ""
     record_id: str = ""  # empty: a fresh unique id
+    submission_id: str = ""  # RunResult.submission_id
 
 
 def utc_iso(timestamp: str = "") -> str:
@@ -181,8 +186,18 @@ class Gradebook:
             if not self.path.parent.is_dir():
                 raise GradebookError(f"cannot create the gradebook {self.path}: the folder {self.path.parent} "
                                      f"does not exist")
-        elif not self.path.is_file():
+            try:  # private from the start: it holds every learner's results (SQLite's -wal/-shm follow its mode)
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+            except OSError as exc:
+                raise GradebookError(f"cannot create the gradebook {self.path}: {exc.strerror}") from None
+        elif not self.path.is_file() or self.path.is_symlink():
             raise GradebookError(f"{self.path} is not a file; give the gradebook's file name")
+        else:
+            try:
+                if self.path.stat().st_uid == os.geteuid():
+                    os.chmod(self.path, 0o600)
+            except OSError:
+                pass
         self.db = None
         try:
             self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
@@ -231,6 +246,21 @@ class Gradebook:
     def close(self) -> None:
         self.db.close()
 
+    def check_writable(self) -> None:
+        """Raise ``GradebookError`` now when nothing could be recorded (a read-only file or
+        folder, a full disk, a damaged file), before any grading work is done."""
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.execute("CREATE TEMP TABLE IF NOT EXISTS _probe (x)")
+            self.db.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            try:
+                self.db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            raise GradebookError(f"cannot write to the gradebook {self.path} ({exc}); fix its permissions, free some "
+                                 f"disk space, or give another file with --gradebook") from None
+
     def __enter__(self) -> "Gradebook":
         return self
 
@@ -248,13 +278,13 @@ class Gradebook:
             cur = self.db.execute(
                 "INSERT OR IGNORE INTO gradings (record_id, unit_key, submission, submission_key, source, git_commit,"
                 " content_hash, exercise, slug, title, seed, score, max_score, hidden_run, error, grader_version,"
-                " jax_version, hidden_digest, checks_digest, graded_at, duration_s, origin, result_json)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " jax_version, hidden_digest, checks_digest, graded_at, duration_s, origin, result_json, submission_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (record_id, grading.unit_key, grading.submission, grading.submission_key, grading.source,
                  grading.commit, grading.content_hash, r.number, r.slug, r.title, r.seed, r.score, r.max_score,
                  int(r.hidden_run), r.error, grading.grader_version, grading.jax_version, grading.hidden_digest,
                  grading.checks_digest, utc_iso(grading.graded_at), round(r.duration_s, 3), grading.origin,
-                 json.dumps(r.to_dict(private=True), sort_keys=True)),
+                 json.dumps(r.to_dict(private=True), sort_keys=True), grading.submission_id),
             )
             added = cur.rowcount == 1
             if added:
@@ -270,12 +300,33 @@ class Gradebook:
             raise
         return added
 
-    def import_run(self, run: RunResult, *, origin: str, submission: str = "") -> tuple[int, int]:
+    def _refuse_merge(self, key: str, submission_id: str, merge: bool) -> None:
+        """Two different submissions (repository and folder) under one given name: refused
+        unless asked for (``--merge``), so no learner's history silently hides another's."""
+        if merge or not submission_id:
+            return
+        known = {row[0] for row in self.db.execute(
+            "SELECT DISTINCT submission_id FROM gradings WHERE submission_key = ? AND submission_id != ''", (key,))}
+        if known and submission_id not in known:
+            raise GradebookError(f"the gradebook already holds another submission under {key[5:]!r} (a different "
+                                 f"repository or folder); pass --merge to record this one under the same name anyway")
+
+    def import_run(self, run: RunResult, *, origin: str, submission: str = "", merge: bool = False) -> tuple[int, int]:
         """Record every exercise of ``run`` (a result file graded elsewhere).  Returns
-        (added, already present): the same result imported twice is recorded once."""
+        (added, already present): the same result imported twice is recorded once.
+
+        Refused: an incomplete run (grading was interrupted; it is not a grade), and results
+        that would merge two different submissions under one name without ``merge``."""
+        if run.incomplete:
+            raise GradebookError("this result is incomplete (grading was interrupted): it is not a grade; "
+                                 "grade the submission again")
         what, commit = split_submission(run.submission)
         label = submission or what or "(unnamed)"
-        key = f"name:{submission}" if submission else (what or "(unnamed)")
+        if submission:
+            key = f"name:{submission}"
+            self._refuse_merge(key, run.submission_id, merge)
+        else:
+            key = (what or "(unnamed)") + (f"#{run.submission_id}" if run.submission_id else "")
         added = 0
         for ex in run.exercises:
             identity = json.dumps({"submission": run.submission, "started_at": run.started_at,
@@ -285,7 +336,7 @@ class Gradebook:
             added += self.add(Grading(
                 result=ex, submission=label, submission_key=key, source=run.submission, commit=commit,
                 grader_version=run.grader_version, jax_version=run.jax_version, graded_at=run.started_at,
-                origin=origin, record_id=record_id,
+                origin=origin, record_id=record_id, submission_id=run.submission_id,
             ))
         return added, len(run.exercises) - added
 

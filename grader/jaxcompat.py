@@ -88,3 +88,63 @@ def backend_compile_name(fun_name: str) -> str:
     """Name of the function in a monitoring event's ``fun_name`` (``jit(f)`` -> ``f``)."""
     m = MONITOR_NAME.match(fun_name)
     return m.group("name") if m else fun_name
+
+
+# --- the C++ caches that count traces and compilations (grader.sandbox.meter) ----------
+def jax_caches() -> dict:
+    """{label: (module, attribute, cache)}: JAX's C++ ``WeakrefLRUCache``s whose misses count,
+    respectively, every XLA compilation and every jit trace of the process."""
+    from jax._src.interpreters import partial_eval, pxla
+
+    return {"compiles": (pxla, "_cached_compilation", pxla._cached_compilation),
+            "traces": (partial_eval, "trace_to_jaxpr", partial_eval.trace_to_jaxpr)}
+
+
+def lowering_cache():
+    """JAX's cache of lowered modules: keys hold a weak reference to each lowered
+    ``ClosedJaxpr`` and, in ``key[2]``, the module name (``"jit(f)"``) and input avals."""
+    from jax._src.interpreters import pxla
+
+    return pxla._cached_lowering_to_hlo
+
+
+def plant_sentinels() -> dict[str, list]:
+    """Trace and compile a trusted function now; returns, per cache of ``jax_caches``, the
+    objects its new entries are keyed on.  Whoever keeps them alive keeps those entries
+    in the caches, so an entry that later disappears means the cache was cleared."""
+    import jax
+    import numpy as np
+
+    caches = jax_caches()
+    before = {label: {id(k[0]) for k in cache.cache_keys()} for label, (_, _, cache) in caches.items()}
+
+    def grader_sentinel(x):
+        return x + 1
+
+    jax.block_until_ready(jax.jit(grader_sentinel)(jax.device_put(np.zeros(1, np.float32))))
+    out = {}
+    for label, (_, _, cache) in caches.items():
+        out[label] = [k[0]() for k in cache.cache_keys() if id(k[0]) not in before[label] and k[0]() is not None]
+    return out
+
+
+def module_name(cache_key) -> str:
+    """The module name (``"jit(f)"``) in a key of the lowering or the compilation cache."""
+    args = cache_key[2] if len(cache_key) > 2 else ()
+    return str(args[0]) if args else ""
+
+
+def lowering_signature(cache_key) -> str:
+    """The input avals of a lowering cache key, as JAX prints them (``(float32[3],)``)."""
+    args = cache_key[2] if len(cache_key) > 2 else ()
+    return str(args[3])[:2000] if len(args) > 3 else ""
+
+
+def traced_function_file(closed_jaxpr) -> str:
+    """The file of the function a jaxpr was traced from (``debug_info.func_src_info`` is
+    ``"f at /path/file.py:12"``), or "" when JAX does not say."""
+    info = getattr(getattr(closed_jaxpr, "jaxpr", closed_jaxpr), "debug_info", None)
+    text = getattr(info, "func_src_info", "") or ""
+    if " at " not in text:
+        return ""
+    return text.rsplit(" at ", 1)[1].rsplit(":", 1)[0]

@@ -17,6 +17,10 @@ through ``load``.  Format (``format_version = 1``)::
     clean_worker = false               # checks need a second, learner-free JAX process
                                        # (`truth` fixture), started alongside the sandbox
     hints = ["first nudge", "stronger nudge", ...]   # >= 2, shown one per `grade hint`
+                                       # or, for an exercise in parts, one list per part:
+                                       #   [exercise.hints]
+                                       #   A = ["nudge", ..., "near-answer"]
+                                       #   B = [...]            (`grade hint N --part B`)
 
       [[exercise.checks]]
       name = "matches_one_at_a_time"   # pytest test `test_<name>` (parametrized is fine)
@@ -29,10 +33,22 @@ through ``load``.  Format (``format_version = 1``)::
                                        # expected value (what the test measured goes to
                                        # the instructor only, see grader.results)
       requires = ["matches_one_at_a_time"]   # optional: scores only once these pass
+      part = "A"                       # optional: the part of the exercise it checks
+      measured = true                  # optional, default true: the verdict rests on what
+                                       # was measured inside the learner's process (compile
+                                       # counts, jaxprs, HLO, timings); false for a check
+                                       # that only compares returned values with the
+                                       # grader's own reference
 
 ``requires`` keeps structural checks honest: "compiles once" or "no Python loop" is
 vacuously true of ``return jnp.zeros(B)``, so such checks score only when the checks
-proving the function right have passed too.
+proving the function right have passed too (otherwise they are ``blocked``).
+
+``measured`` says what an integrity violation costs: when the learner's code trips the
+sandbox's integrity guard (it walked the garbage collector, reached into the grader's
+frames, ran a subprocess, ...), every measured check of the exercise scores 0, because
+what was measured in that process can no longer be trusted; checks that only compare
+returned values with the grader's own reference keep their verdict.
 
 Public checks carry no points: learners can read them, so a submission tuned to their
 inputs must not earn anything.  Every property a public check tests is re-tested by a
@@ -64,6 +80,8 @@ class Check:
     summary: str
     requires: tuple[str, ...] = ()
     feedback: str = ""
+    part: str = ""
+    measured: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,10 +97,25 @@ class Exercise:
     hints: tuple[str, ...]
     checks: tuple["Check", ...]
     clean_worker: bool = False
+    hint_parts: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (part, its hints); one ("", hints) if unsplit
 
     @property
     def module_file(self) -> str:
         return self.files[0]
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return tuple(part for part, _ in self.hint_parts if part)
+
+    def hints_for(self, part: str = "") -> tuple[str, ...]:
+        """The hints of ``part`` (all of them, in order, when ``part`` is empty)."""
+        if not part:
+            return self.hints
+        for name, hints in self.hint_parts:
+            if name.lower() == part.lower():
+                return hints
+        known = ", ".join(self.parts) or "none: its hints are not split by part"
+        raise KeyError(f"exercise {self.number} has no part {part!r} (parts: {known})")
 
     @property
     def max_score(self) -> int:
@@ -138,6 +171,20 @@ def _req(table: dict, key: str, typ, where: str):
     return value
 
 
+def _hint_parts(raw: dict, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``hints`` as ((part, hints), ...): a list is one unnamed part, a table names its parts."""
+    if "hints" not in raw:
+        raise ManifestError(f"{where}: missing field `hints`")
+    value = raw["hints"]
+    table = value if isinstance(value, dict) else {"": value}
+    out = []
+    for part, hints in table.items():
+        if not isinstance(hints, list) or not all(isinstance(h, str) for h in hints):
+            raise ManifestError(f"{where}: the hints{f' of part {part}' if part else ''} should be a list of strings")
+        out.append((str(part), tuple(hints)))
+    return tuple(out)
+
+
 def parse(data: dict, path: Path) -> Manifest:
     version = data.get("format_version")
     if version != FORMAT_VERSION:
@@ -163,8 +210,12 @@ def parse(data: dict, path: Path) -> Manifest:
             feedback = _req(rc, "feedback", str, cw) if vis == "hidden" else ""
             if vis == "public" and "feedback" in rc:
                 raise ManifestError(f"{cw}: `feedback` is for hidden checks; public checks explain their failures")
+            measured = rc.get("measured", True)
+            if not isinstance(measured, bool):
+                raise ManifestError(f"{cw}: `measured` should be true or false")
             checks.append(Check(name=name, visibility=vis, points=points, summary=_req(rc, "summary", str, cw),
-                                requires=requires, feedback=feedback))
+                                requires=requires, feedback=feedback, part=str(rc.get("part", "")),
+                                measured=measured))
         names = [c.name for c in checks]
         if len(set(names)) != len(names):
             raise ManifestError(f"{where}: duplicate check names")
@@ -175,7 +226,12 @@ def parse(data: dict, path: Path) -> Manifest:
         files = tuple(_req(raw, "files", list, where))
         if not files or not all(isinstance(f, str) and f.endswith(".py") for f in files):
             raise ManifestError(f"{where}: `files` must list the learner's .py file(s)")
-        hints = tuple(_req(raw, "hints", list, where))
+        hint_parts = _hint_parts(raw, where)
+        hints = tuple(h for _, part_hints in hint_parts for h in part_hints)
+        parts = {p for p, _ in hint_parts if p}
+        for c in checks:
+            if c.part and c.part not in parts:
+                raise ManifestError(f"{where}: check {c.name!r} is in part {c.part!r}, which has no hints")
         exercises.append(
             Exercise(
                 number=_req(raw, "number", int, where),
@@ -189,6 +245,7 @@ def parse(data: dict, path: Path) -> Manifest:
                 hints=hints,
                 checks=tuple(checks),
                 clean_worker=bool(raw.get("clean_worker", False)),
+                hint_parts=hint_parts,
             )
         )
     numbers = [e.number for e in exercises]

@@ -28,6 +28,17 @@ DTYPES = frozenset(
 MAX_DEPTH = 32
 
 
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates (which JSON can carry but no file encoding can write)
+    replaced by U+FFFD.  Applied where the sandbox's answers are decoded, so every string
+    that reaches a report is writable."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 class NotPlainData(TypeError):
     """A value that may not cross the sandbox boundary; the message names where it sits."""
 
@@ -91,7 +102,9 @@ def from_plain(value: Any, _depth: int = 0) -> Any:
     if _depth > MAX_DEPTH + 2:
         raise ValueError("plain data nested too deeply")
     t = type(value)
-    if value is None or t in (bool, int, float, str):
+    if t is str:
+        return clean_text(value)
+    if value is None or t in (bool, int, float):
         return value
     if t is list:
         return [from_plain(v, _depth + 1) for v in value]
@@ -113,7 +126,7 @@ def from_plain(value: Any, _depth: int = 0) -> Any:
             return tuple(from_plain(v, _depth + 1) for v in value[TUPLE_KEY])
         if set(value) == {FLOAT_KEY}:
             return float(value[FLOAT_KEY])
-        return {str(k): from_plain(v, _depth + 1) for k, v in value.items()}
+        return {clean_text(str(k)): from_plain(v, _depth + 1) for k, v in value.items()}
     raise ValueError(f"unexpected {type(value).__name__} in plain data")
 
 

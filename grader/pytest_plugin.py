@@ -5,56 +5,65 @@ Check tests are ordinary pytest tests.  The runner copies them to a private fold
 state of the run (``STATE``).  Fixtures available to check tests:
 
 ``submission``
-    the ``Sandbox`` running the learner's file for this exercise: ``submission.call(name,
-    *args)`` and ``submission.probe("module:fn", *args)`` return trusted plain data or
-    raise ``SubmissionError``.
+    the ``Sandbox`` running the learner's files for this exercise -- the public checks'
+    own, or the hidden checks' own: ``submission.call(name, *args)`` and
+    ``submission.probe("module:fn", *args)`` return trusted plain data or raise
+    ``SubmissionError``; ``submission.last_meter`` holds the compilations and traces the
+    last request caused (see ``grader.testing``).
 ``seed`` / ``rng``
     the exercise's seed and a ``numpy.random.Generator`` seeded from it and the test's
-    name, so inputs are drawn at grading time and reproducible with ``--seed``.
-``learner_names``
-    names of every function defined in the learner's file (for compile attribution).
+    name (``grader.coverage.check_rng``), so inputs are drawn at grading time and
+    reproducible with ``--seed``.
 ``truth``
     a clean worker (no learner code; manifest ``clean_worker = true``) whose probes
     measure what the live JAX does, in a fresh process beside the sandbox.
 
-``pytest_json_runtest_metadata`` hands the structured feedback of a failure (see
-``grader.feedback``) to pytest-json-report, whose report the runner reads.
+Each check test gets a deadline on the trusted side too (``CHECK_DEADLINE_S`` beyond the
+exercise's time budget): a check stuck in the grader's own code becomes a grader error
+instead of a grading that never ends.  ``pytest_json_runtest_metadata`` hands the
+structured feedback of a failure (see ``grader.feedback``) to pytest-json-report, whose
+report the runner reads.
 """
 
 from __future__ import annotations
 
-import zlib
+import signal
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from grader.compiles import defined_function_names
+from grader.coverage import check_rng
 from grader.feedback import CheckFailed
-from grader.runner import CHECK_MODULE_RE, ExerciseRun
+from grader.session import CHECK_MODULE_RE, ExerciseRun
 from grader.sandbox.client import SUBMISSION_FAILURES, Sandbox, SubmissionError
 
-
-
 STATE: dict[int, ExerciseRun] = {}
+CHECK_DEADLINE_S = 60.0
 
 
-def _run_for(request) -> ExerciseRun:
-    m = CHECK_MODULE_RE.match(Path(str(request.node.path)).name)
+class TrustedTimeout(Exception):
+    """The grader's own side of a check ran past its deadline."""
+
+
+def _run_for(node) -> tuple[ExerciseRun, str]:
+    m = CHECK_MODULE_RE.match(Path(str(node.path)).name)
     if not m or int(m.group("num")) not in STATE:
-        raise RuntimeError(f"{request.node.path} is not a check module of this run")
-    return STATE[int(m.group("num"))]
+        raise RuntimeError(f"{node.path} is not a check module of this run")
+    return STATE[int(m.group("num"))], m.group("vis")
 
 
 @pytest.fixture(scope="module")
 def submission(request) -> Sandbox:
-    return _run_for(request).sandbox
+    run, visibility = _run_for(request.node)
+    return run.sandbox_for(visibility)
 
 
 @pytest.fixture(scope="module")
 def truth(request) -> Sandbox:
     """A clean worker (no learner code) for measuring the truth in a fresh JAX process."""
-    run = _run_for(request)
+    run, _ = _run_for(request.node)
     if run.clean is None:
         raise RuntimeError("set clean_worker = true in this exercise's manifest entry to use `truth`")
     return run.clean
@@ -62,22 +71,14 @@ def truth(request) -> Sandbox:
 
 @pytest.fixture(scope="module")
 def seed(request) -> int:
-    return _run_for(request).seed
+    return _run_for(request.node)[0].seed
 
 
 @pytest.fixture
 def rng(request, seed) -> np.random.Generator:
-    # The node name includes parametrize ids, so each case draws its own inputs.
-    return np.random.default_rng([seed, zlib.crc32(request.node.name.encode())])
-
-
-@pytest.fixture(scope="module")
-def learner_names(request) -> frozenset[str]:
-    path = _run_for(request).module_path
-    try:
-        return frozenset(defined_function_names(path.read_text(encoding="utf-8"), str(path)))
-    except (OSError, SyntaxError, ValueError):
-        return frozenset()
+    # The node name includes parametrize ids, so each case draws its own inputs; the coverage
+    # tests replay a check's draw with the same generator (grader.coverage.check_rng).
+    return check_rng(seed, request.node.name)
 
 
 def feedback_of(excinfo) -> dict:
@@ -107,6 +108,29 @@ def pytest_collection_finish(session):
     for run in STATE.values():
         for worker in run.workers():
             worker.begin_import()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A deadline for the whole of one check test (setup, call, teardown) on this side."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        return (yield)
+    try:
+        run, _ = _run_for(item)
+        budget = run.exercise.timeout_s + CHECK_DEADLINE_S
+    except RuntimeError:
+        budget = CHECK_DEADLINE_S
+
+    def expire(signum, frame):
+        raise TrustedTimeout(f"the grader's side of this check took over {budget:g} s")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, budget)
+    try:
+        return (yield)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def pytest_json_runtest_metadata(item, call):

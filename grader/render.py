@@ -11,9 +11,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from grader.results import ERROR, FAILED, NOT_RUN, PASSED, ExerciseResult, RunResult
+from grader.reports import learner_text as lt
+from grader.results import BLOCKED, ERROR, FAILED, INTEGRITY, NOT_RUN, PASSED, ExerciseResult, RunResult
 
-_ICON = {PASSED: "[green]PASS[/]", FAILED: "[red]FAIL[/]", ERROR: "[magenta]ERR [/]", NOT_RUN: "[dim]----[/]"}
+_ICON = {PASSED: "[green]PASS[/]", FAILED: "[red]FAIL[/]", BLOCKED: "[yellow]BLKD[/]", INTEGRITY: "[red]VOID[/]",
+         ERROR: "[magenta]ERR [/]", NOT_RUN: "[dim]----[/]"}
 
 
 def to_json(run: RunResult) -> str:
@@ -62,14 +64,14 @@ def _exercise_panel(ex: ExerciseResult, verbose: bool) -> Panel:
             details.append(body)
             continue
         seen[key] = c.name
-        body.append(c.message + "\n")
+        body.append(lt.printable(c.message) + "\n")
         for label, value in (("measured", c.measured), ("expected", c.expected), ("try", c.hint)):
             if value:
                 body.append(f"  {label}: ", style="cyan")
-                body.append(value.replace("\n", "\n    ") + "\n")
+                body.append(lt.printable(value).replace("\n", "\n    ") + "\n")
         if c.detail and (verbose or c.status == FAILED) and "NotImplementedError" not in c.detail:
             body.append("  your code's traceback:\n", style="cyan")
-            body.append("    " + c.detail.strip().replace("\n", "\n    ")[-1500:] + "\n", style="dim")
+            body.append("    " + lt.printable(c.detail.strip()).replace("\n", "\n    ")[-1500:] + "\n", style="dim")
         body.rstrip()
         details.append(body)
     files = ", ".join(_shown_path(f) for f in ex.files)
@@ -80,14 +82,19 @@ def _exercise_panel(ex: ExerciseResult, verbose: bool) -> Panel:
     parts = [head, table, *details]
     if ex.error:
         parts.append(Text(ex.error, style="red"))
+    if ex.integrity:
+        parts.append(Text(lt.integrity_text(ex), style="red"))
     if ex.output and verbose:
-        parts.append(Text("your code printed:\n" + ex.output[-2000:], style="dim"))
+        parts.append(Text("your code printed:\n" + lt.printable(ex.output[-2000:]), style="dim"))
     style = "green" if ex.all_passed else ("yellow" if ex.score else "red")
     return Panel(Group(*parts), title=f"Exercise {ex.number}: {escape(ex.title)}", title_align="left", border_style=style)
 
 
 def print_run(run: RunResult, console: Console | None = None, verbose: bool = False) -> None:
     console = console or Console()
+    if run.incomplete:
+        console.print(f"[bold red]{escape(lt.INCOMPLETE)}[/]")
+        return
     for ex in run.exercises:
         console.print(_exercise_panel(ex, verbose))
     if len(run.exercises) > 1:

@@ -16,10 +16,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-RESULT_FORMAT_VERSION = 2
+RESULT_FORMAT_VERSION = 3
+READABLE_FORMAT_VERSIONS = (2, 3)  # 3 added: blocked/integrity statuses, integrity, incomplete
 
 # Check status values.
 PASSED, FAILED, ERROR, NOT_RUN = "passed", "failed", "error", "not_run"
+#: It passed its own test but scores nothing because a check it ``requires`` did not pass.
+BLOCKED = "blocked"
+#: Its measurement cannot be trusted: the learner's code tripped the sandbox's integrity guard.
+INTEGRITY = "integrity"
+#: Every status, in the order reports list them.
+STATUSES = (PASSED, FAILED, BLOCKED, INTEGRITY, ERROR, NOT_RUN)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +34,7 @@ class CheckResult:
     name: str
     visibility: str  # "public" | "hidden"
     summary: str
-    status: str  # passed | failed | error | not_run
+    status: str  # passed | failed | blocked | integrity | error | not_run
     score: int
     max_score: int
     message: str = ""  # why it failed, in words the learner can act on
@@ -70,6 +77,7 @@ class ExerciseResult:
     output: str = ""  # what the learner's code printed (capped); instructor only once hidden checks ran
     error: str = ""  # set when the exercise could not be graded at all (a grader error)
     private: str = ""  # instructor only: the grader's traceback when ``error`` is set
+    integrity: tuple[str, ...] = ()  # what the learner's code did that the sandbox's guard refused
 
     @property
     def score(self) -> int:
@@ -96,6 +104,7 @@ class ExerciseResult:
             "all_passed": self.all_passed,
             "duration_s": round(self.duration_s, 3),
             "error": self.error,
+            "integrity": list(self.integrity),
             "checks": [c.to_dict(private) for c in self.checks],
         }
         if private or not self.hidden_run:  # printed during hidden checks, it may quote their inputs
@@ -110,7 +119,7 @@ class ExerciseResult:
             number=d["number"], slug=d["slug"], title=d["title"], files=tuple(d["files"]), seed=d["seed"],
             checks=tuple(CheckResult.from_dict(c) for c in d["checks"]), hidden_run=d["hidden_run"],
             duration_s=d.get("duration_s", 0.0), output=d.get("output", ""), error=d.get("error", ""),
-            private=d.get("private", ""),
+            private=d.get("private", ""), integrity=tuple(d.get("integrity", ())),
         )
 
 
@@ -124,6 +133,12 @@ class RunResult:
     started_at: str = ""  # UTC, ISO 8601, when grading began
     submission: str = ""  # what was graded: a folder, or a repository and its commit
     error: str = ""  # set when grading could not run at all (e.g. the course's hidden checks are unusable)
+    #: grading was interrupted (SIGINT/SIGTERM): what finished is kept for the record, but
+    #: the run is not a grade -- its score is null in every report and imports refuse it
+    incomplete: bool = False
+    #: what the submission *is*, beyond its label: a hash of its repository URL and folder, so
+    #: two forks cloned from one origin are never merged into one gradebook submission
+    submission_id: str = ""
 
     @property
     def grader_errors(self) -> tuple[ExerciseResult, ...]:
@@ -144,9 +159,11 @@ class RunResult:
             "grader_version": self.grader_version,
             "jax_version": self.jax_version,
             "submission": self.submission,
+            "submission_id": self.submission_id,
             "started_at": self.started_at,
             "seed": self.seed_option,
-            "score": self.score,
+            "incomplete": self.incomplete,
+            "score": None if self.incomplete else self.score,
             "max_score": self.max_score,
             "duration_s": round(self.duration_s, 3),
             "error": self.error,
@@ -156,12 +173,13 @@ class RunResult:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunResult":
         """Read back ``to_dict``'s output (any audience); raises ValueError on another format."""
-        if not isinstance(d, dict) or d.get("format_version") != RESULT_FORMAT_VERSION:
+        if not isinstance(d, dict) or d.get("format_version") not in READABLE_FORMAT_VERSIONS:
             found = d.get("format_version") if isinstance(d, dict) else type(d).__name__
             raise ValueError(f"not a grader result of format_version {RESULT_FORMAT_VERSION} (found {found!r})")
         return cls(
             exercises=tuple(ExerciseResult.from_dict(e) for e in d["exercises"]),
             grader_version=d["grader_version"], jax_version=d["jax_version"], seed_option=d.get("seed"),
             duration_s=d.get("duration_s", 0.0), started_at=d.get("started_at", ""),
-            submission=d.get("submission", ""), error=d.get("error", ""),
+            submission=d.get("submission", ""), error=d.get("error", ""), incomplete=bool(d.get("incomplete", False)),
+            submission_id=str(d.get("submission_id", "")),
         )

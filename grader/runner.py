@@ -1,70 +1,74 @@
 """Grade exercises: sandboxes for learner code, pytest for the verdicts.
 
-``grade(...)`` is the one entry point (the CLI, ``verify`` and the tests call it):
+``grade(...)`` is the one entry point (the CLI, ``verify``, ``ci``, ``batch`` and the tests
+call it):
 
-1. For each selected exercise find the learner's file, derive its seed, and start a
-   ``Sandbox`` (a fresh process) for it -- all at once, so their JAX imports overlap.
+1. For each selected exercise take a ``Snapshot`` of the learner's files
+   (``grader.submission``: regular files only, read once), derive the seed from it, and
+   start the sandboxes it needs -- all at once, so their JAX imports overlap: one for the
+   public checks, one of its own for the hidden checks (so nothing the learner's code
+   saw of a hidden input can reach a public check's message), and, where the manifest
+   asks, a learner-free worker for trusted measurements.
 2. Copy the check tests -- public ones from the course's ``exercises/``, hidden ones from
    the hidden root (normally ``solutions/``) -- into a private temporary folder.  Tests
    never come from the submission, so a submission cannot edit or shadow them.
 3. Run pytest *in this trusted process* on that folder with conftest loading off,
    pytest-json-report collecting outcomes in memory (no report file anyone could write),
-   and ``grader.pytest_plugin`` providing the fixtures.
+   and ``grader.pytest_plugin`` providing the fixtures and a deadline per check.
 4. Fold the per-test outcomes into per-check results: a check passes when every test
-   item for it passed; its points are all or nothing.
+   item for it passed; its points are all or nothing; a check whose requirements did not
+   pass is ``blocked``; when the learner's code tripped the integrity guard, every
+   measured check scores 0 (``integrity``).
 
-The submission's process only ever answers ``call``/``probe`` requests with plain data.
+Interrupted (SIGINT/SIGTERM) grading raises ``GradingInterrupted`` carrying what finished,
+marked incomplete: nothing in it may count as a grade.
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import dataclasses
-import hashlib
 import io
 import os
-import re
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
 
 from grader import __version__
 from grader.manifest import Exercise, Manifest
-from grader.results import ERROR, FAILED, NOT_RUN, PASSED, CheckResult, ExerciseResult, RunResult
+from grader.results import (
+    BLOCKED,
+    ERROR,
+    FAILED,
+    INTEGRITY,
+    NOT_RUN,
+    PASSED,
+    CheckResult,
+    ExerciseResult,
+    RunResult,
+)
 from grader.sandbox import user as sandbox_user
 from grader.sandbox.client import SUBMISSION_FAILURES, Sandbox, Zygote
+from grader.session import CHECK_MODULE_RE, ExerciseRun
+from grader.submission import Snapshot, read_submission
 
-#: Check files are copied to a private folder under these names (see grader.pytest_plugin).
-CHECK_MODULE_RE = re.compile(r"^test_e(?P<num>\d+)_(?P<vis>public|hidden)\.py$")
-
-
-@dataclasses.dataclass
-class ExerciseRun:
-    """One exercise being graded: what the check fixtures need."""
-
-    exercise: Exercise
-    module_path: Path
-    seed: int
-    sandbox: Sandbox
-    clean: Sandbox | None = None  # learner-free worker for trusted measurements (manifest clean_worker)
-
-    def workers(self) -> list[Sandbox]:
-        return [w for w in (self.sandbox, self.clean) if w is not None]
+#: Exception names a hidden check may quote: Python's own (a learner's class name can carry data).
+BUILTIN_EXCEPTIONS = frozenset(n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException))
 
 
-def derive_seed(exercise: Exercise, paths: list[Path]) -> int:
-    """Default seed: a hash of the learner's files, so the same submission always draws the
-    same inputs, while any edit (e.g. a table of hard-coded answers) draws new ones."""
-    h = hashlib.sha256(f"grade-seed-v1:{exercise.number}".encode())
-    for p in paths:
-        try:
-            h.update(p.read_bytes())
-        except OSError:
-            h.update(b"<missing>")
-    return int.from_bytes(h.digest()[:4], "big")
+class GradingInterrupted(Exception):
+    """SIGINT or SIGTERM stopped grading; ``partial`` holds what finished, incomplete."""
+
+    def __init__(self, signum: int, partial: RunResult):
+        super().__init__(signum)
+        self.signum = signum
+        self.partial = partial
 
 
 def jax_version() -> str:
@@ -76,13 +80,33 @@ def jax_version() -> str:
         return "unknown"
 
 
+def snapshot_of(ex: Exercise, submission_root: Path, overrides: dict[int, Snapshot]) -> Snapshot:
+    """The exercise's files: an override (a fixture, a single file) or the submission's folder."""
+    if ex.number in overrides:
+        return overrides[ex.number]
+    return read_submission(Path(submission_root), ex.dir, ex.files)
+
+
+def compile_cache_for(snapshot: Snapshot) -> Path | None:
+    """A persistent XLA compile cache for a public-only grading on a learner's own machine.
+
+    Keyed by the snapshot's contents, so one version of a file never sees what another
+    wrote; only when not root and no hidden checks run (nothing that counts is at stake);
+    ``GRADER_NO_CACHE=1`` turns it off."""
+    if os.environ.get("GRADER_NO_CACHE") == "1" or sandbox_user.isolating():
+        return None
+    from grader.cache import compile_cache_folder
+
+    return compile_cache_folder(snapshot.digest())
+
+
 def grade(
     manifest: Manifest,
     numbers: list[int],
     *,
     course_root: Path,
     submission_root: Path | None = None,
-    module_overrides: dict[int, Path] | None = None,
+    snapshots: dict[int, Snapshot] | None = None,
     hidden_root: Path | None = None,
     seed: int | None = None,
     zygote: Zygote | None = None,
@@ -90,50 +114,47 @@ def grade(
     """Grade the exercises ``numbers``.
 
     ``course_root`` holds the trusted ``exercises/`` (public tests); ``submission_root`` is
-    the checkout being graded (defaults to ``course_root``); ``module_overrides`` maps an
-    exercise number to a learner file elsewhere (fixtures); ``hidden_root`` holds
-    ``<dir>/test_hidden.py`` (``None``: public checks only); ``zygote`` forks the
+    the checkout being graded (defaults to ``course_root``); ``snapshots`` gives an
+    exercise's files directly (a fixture, one file, a commit's tree); ``hidden_root``
+    holds ``<dir>/test_hidden.py`` (``None``: public checks only); ``zygote`` forks the
     sandboxes from a process that imported JAX already (``grade batch``).
     """
     t0 = time.monotonic()
     started_at = utc_now()
     submission_root = Path(submission_root or course_root)
-    module_overrides = module_overrides or {}
+    snapshots = snapshots or {}
     exercises = [manifest.get(n) for n in numbers]
     tmp = Path(tempfile.mkdtemp(prefix="grade-checks-"))
     runs: dict[int, ExerciseRun] = {}
-    failed: dict[int, ExerciseResult] = {}  # exercises the grader itself failed on
+    done: dict[int, ExerciseResult] = {}  # exercises the grader itself failed on, then all
     hidden_run = hidden_root is not None
-    if sandbox_user.isolating():  # root: close the course's secrets to the sandbox user
-        sandbox_user.protect([p for p in (hidden_root, course_root / "solutions", course_root / "fixtures") if p])
+    if sandbox_user.isolating():  # root: nothing of the course or the submission is open to sandbox users
+        sandbox_user.protect([p for p in (course_root, hidden_root, submission_root) if p])
+    interrupted = _Interrupts()
     try:
-        for ex in exercises:
-            if ex.number in module_overrides:
-                module_path = Path(module_overrides[ex.number]).resolve()
-                paths = [module_path.parent / f for f in ex.files]
-            else:
-                paths = ex.learner_paths(submission_root)
-                module_path = paths[0]
-            ex_seed = seed if seed is not None else derive_seed(ex, paths)
-            try:
-                runs[ex.number] = _start(ex, module_path, ex_seed, course_root, hidden_root, tmp, zygote)
-            except Exception as exc:
-                failed[ex.number] = grader_error_result(ex, paths, ex_seed, hidden_run, exc)
-        try:
-            report = _run_pytest(tmp, runs) if runs else {}
-        except Exception as exc:
-            for n, run in runs.items():
-                failed[n] = grader_error_result(run.exercise, [run.module_path], run.seed, hidden_run, exc)
-        results = []
-        for ex in exercises:
-            if ex.number not in failed:
+        with interrupted:
+            for ex in exercises:
+                snap = snapshot_of(ex, submission_root, snapshots)
+                ex_seed = seed if seed is not None else snap.seed(ex.number)
                 try:
-                    failed[ex.number] = _exercise_result(runs[ex.number], report, hidden_run)
+                    runs[ex.number] = _start(ex, snap, ex_seed, course_root, hidden_root, tmp, zygote)
                 except Exception as exc:
-                    run = runs[ex.number]
-                    failed[ex.number] = grader_error_result(ex, [run.module_path], run.seed, hidden_run, exc)
-            results.append(failed[ex.number])
-        results = tuple(results)
+                    done[ex.number] = grader_error_result(ex, snap, ex_seed, hidden_run, exc)
+            try:
+                report = _run_pytest(tmp, runs) if runs else {}
+            except KeyboardInterrupt:
+                report = {}
+            except Exception as exc:
+                report = {}
+                for n, run in runs.items():
+                    done[n] = grader_error_result(run.exercise, run.snapshot, run.seed, hidden_run, exc)
+        for ex in exercises:
+            if ex.number not in done:
+                run = runs[ex.number]
+                try:
+                    done[ex.number] = _exercise_result(run, report, hidden_run)
+                except Exception as exc:
+                    done[ex.number] = grader_error_result(ex, run.snapshot, run.seed, hidden_run, exc)
     finally:
         for run in runs.values():
             for worker in run.workers():
@@ -141,22 +162,51 @@ def grade(
         if "grader.pytest_plugin" in sys.modules:
             sys.modules["grader.pytest_plugin"].STATE.clear()
         shutil.rmtree(tmp, ignore_errors=True)
-    return run_result(results, submission=submission_root, seed=seed, started_at=started_at,
-                      duration_s=time.monotonic() - t0)
+    result = run_result([done[ex.number] for ex in exercises], submission=submission_root, seed=seed,
+                        started_at=started_at, duration_s=time.monotonic() - t0)
+    if interrupted.signum:
+        raise GradingInterrupted(interrupted.signum, dataclasses.replace(result, incomplete=True))
+    return result
+
+
+class _Interrupts:
+    """While grading: SIGINT/SIGTERM stop pytest (KeyboardInterrupt) and are remembered, so
+    the result is marked incomplete instead of counting the checks that finished."""
+
+    def __init__(self) -> None:
+        self.signum = 0
+        self._old: dict = {}
+
+    def __enter__(self) -> "_Interrupts":
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        first = not self.signum
+        self.signum = self.signum or signum
+        if first:
+            raise KeyboardInterrupt
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+        return exc_type is KeyboardInterrupt and bool(self.signum)
 
 
 def run_result(exercises, *, submission, seed: int | None = None, started_at: str = "", duration_s: float = 0.0,
-               error: str = "") -> RunResult:
+               error: str = "", incomplete: bool = False) -> RunResult:
     """A ``RunResult`` stamped with this grader's and the installed JAX's versions."""
     return RunResult(exercises=tuple(exercises), grader_version=__version__, jax_version=jax_version(),
                      seed_option=seed, duration_s=duration_s, started_at=started_at or utc_now(),
-                     submission=str(submission), error=error)
+                     submission=str(submission), error=error, incomplete=incomplete)
 
 
 def error_run(exercises: list[Exercise], submission: Path, *, seed: int | None = None, cause: BaseException | str,
               error: str = "") -> RunResult:
     """A run in which the grader failed on every one of ``exercises`` (hidden checks on)."""
-    return run_result([grader_error_result(ex, ex.learner_paths(Path(submission)), seed, True, cause)
+    return run_result([grader_error_result(ex, read_submission(Path(submission), ex.dir, ex.files), seed, True, cause)
                        for ex in exercises], submission=submission, seed=seed, error=error)
 
 
@@ -166,11 +216,12 @@ def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def _start(ex: Exercise, module_path: Path, seed: int, course_root: Path, hidden_root: Path | None,
+def _start(ex: Exercise, snap: Snapshot, seed: int, course_root: Path, hidden_root: Path | None,
            tmp: Path, zygote: Zygote | None = None) -> ExerciseRun:
     """Copy the exercise's checks and start its workers (their JAX imports overlap the rest)."""
     public = ex.public_checks(course_root)
-    if public.is_file():
+    has_public = public.is_file()
+    if has_public:
         shutil.copyfile(public, tmp / f"test_e{ex.number:02d}_public.py")
     if hidden_root is not None:
         hidden = ex.hidden_checks(hidden_root)
@@ -178,7 +229,12 @@ def _start(ex: Exercise, module_path: Path, seed: int, course_root: Path, hidden
             raise FileNotFoundError(f"the hidden checks of exercise {ex.number} are missing: no {hidden}")
         shutil.copyfile(hidden, tmp / f"test_e{ex.number:02d}_hidden.py")
     limits = dict(timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices, zygote=zygote)
-    run = ExerciseRun(ex, module_path, seed, Sandbox(module_path, **limits).start())
+    run = ExerciseRun(ex, snap, seed)
+    if has_public:
+        cache = compile_cache_for(snap) if hidden_root is None else None
+        run.public = Sandbox(snap, compile_cache=cache, **limits).start()
+    if hidden_root is not None:
+        run.hidden = Sandbox(snap, **limits).start()
     if ex.clean_worker:
         run.clean = Sandbox.clean(**limits).start()
     return run
@@ -189,7 +245,8 @@ def grade_parallel(manifest: Manifest, numbers: list[int], *, jobs: int | None =
 
     Each worker takes the next exercise from a queue and grades it with ``grade`` (its own
     sandbox as always); results come back as frozen data and are merged in order.  While
-    one worker waits on its sandbox, the other core runs another exercise.
+    one worker waits on its sandbox, the other core runs another exercise.  SIGINT/SIGTERM
+    stop every worker and raise ``GradingInterrupted`` (what finished, incomplete).
     """
     jobs = jobs or os.cpu_count() or 1
     if jobs <= 1 or len(numbers) <= 1:
@@ -203,20 +260,38 @@ def grade_parallel(manifest: Manifest, numbers: list[int], *, jobs: int | None =
     ctx = multiprocessing.get_context("spawn" if "jax" in sys.modules else "fork")
     started_at = utc_now()
     root = kwargs.get("submission_root") or kwargs["course_root"]
-    with cf.ProcessPoolExecutor(max_workers=min(jobs, len(numbers)), mp_context=ctx) as pool:
-        futures = [pool.submit(_grade_one, manifest, kwargs, n) for n in numbers]
-        exercises = []
-        for n, fut in zip(numbers, futures):
-            try:
-                exercises.extend(fut.result().exercises)
-            except Exception as exc:  # the grading process died: still a result, never a hole
-                ex = manifest.get(n)
-                override = (kwargs.get("module_overrides") or {}).get(n)
-                paths = [override] if override else ex.learner_paths(Path(root))
-                exercises.append(grader_error_result(ex, paths, kwargs.get("seed"),
-                                                     kwargs.get("hidden_root") is not None, exc))
-    return run_result(exercises, submission=root, seed=kwargs.get("seed"), started_at=started_at,
-                      duration_s=time.monotonic() - t0)
+    results: dict[int, ExerciseResult] = {}
+    interrupted = _Interrupts()
+    pool = cf.ProcessPoolExecutor(max_workers=min(jobs, len(numbers)), mp_context=ctx,
+                                  initializer=_ignore_interrupts)
+    try:
+        with interrupted:
+            futures = {pool.submit(_grade_one, manifest, kwargs, n): n for n in numbers}
+            for fut in cf.as_completed(futures):
+                n = futures[fut]
+                try:
+                    results[n] = fut.result().exercises[0]
+                except Exception as exc:  # the grading process died: still a result, never a hole
+                    ex = manifest.get(n)
+                    snap = snapshot_of(ex, Path(root), kwargs.get("snapshots") or {})
+                    results[n] = grader_error_result(ex, snap, kwargs.get("seed"),
+                                                     kwargs.get("hidden_root") is not None, exc)
+    finally:
+        if interrupted.signum:
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.terminate()  # their sandboxes die with them (parent-death signal)
+        pool.shutdown(wait=not interrupted.signum, cancel_futures=True)
+    done = [results[n] for n in numbers if n in results]
+    result = run_result(done, submission=root, seed=kwargs.get("seed"), started_at=started_at,
+                        duration_s=time.monotonic() - t0, incomplete=bool(interrupted.signum))
+    if interrupted.signum:
+        raise GradingInterrupted(interrupted.signum, result)
+    return result
+
+
+def _ignore_interrupts() -> None:
+    """In a pool worker: the parent decides what an interrupt means (it ends the workers)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _grade_one(manifest: Manifest, kwargs: dict, number: int) -> RunResult:
@@ -240,8 +315,10 @@ def _run_pytest(folder: Path, runs: dict[int, ExerciseRun]) -> dict:
         "--json-report-file=none", "-W", "ignore::DeprecationWarning",
     ]
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        pytest.main(args, plugins=[json_report, pytest_plugin])
+        code = pytest.main(args, plugins=[json_report, pytest_plugin])
     _forget_check_modules()
+    if code == pytest.ExitCode.INTERRUPTED:
+        raise KeyboardInterrupt
     return json_report.report or {}
 
 
@@ -251,18 +328,36 @@ def _forget_check_modules() -> None:
 
 
 def _apply_requirements(ex: Exercise, checks: list[CheckResult]) -> list[CheckResult]:
-    """A passed check whose ``requires`` did not all pass scores nothing (see grader.manifest)."""
+    """A passed check whose ``requires`` did not all pass scores nothing: it is blocked."""
     by_name = {c.name: c for c in checks}
     out = []
     for spec, result in zip(ex.checks, checks):
         missing = [r for r in spec.requires if not by_name[r].passed]
         if result.passed and missing:
             result = dataclasses.replace(
-                result, status=FAILED, score=0,
-                message=f"passed, but it only scores once {', '.join(f'`{m}`' for m in missing)} passes: "
-                        f"this property is only worth something in a function that computes the right thing",
+                result, status=BLOCKED, score=0,
+                message=f"this check's own test passed, but it scores only once "
+                        f"{', '.join(f'`{m}`' for m in missing)} passes: the property is only worth something "
+                        f"in a function that computes the right thing",
                 hint=f"fix `{missing[0]}` first",
             )
+        out.append(result)
+    return out
+
+
+def _apply_integrity(ex: Exercise, checks: list[CheckResult], reasons: tuple[str, ...]) -> list[CheckResult]:
+    """Measured checks score 0 once the learner's code tripped the integrity guard."""
+    if not reasons:
+        return checks
+    out = []
+    for spec, result in zip(ex.checks, checks):
+        if spec.measured and result.status not in (NOT_RUN, ERROR):
+            result = dataclasses.replace(
+                result, status=INTEGRITY, score=0,
+                message="not scored: your code did something the grader's sandbox does not allow while it "
+                        "measures (" + "; ".join(reasons[:3]) + "), so what was measured in its process cannot "
+                        "be trusted",
+                hint="remove that from your file: an exercise never needs it", measured="", expected="", detail="")
         out.append(result)
     return out
 
@@ -280,12 +375,8 @@ def _private_text(fb: dict) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def _file_for(name: str, files: tuple[str, ...]) -> str:
-    return next((f for f in files if Path(f).name == name), "") if name else ""
-
-
 def _check_result(check, tests: list[dict], hidden_available: bool, collect_error: bool,
-                  files: tuple[str, ...]) -> CheckResult:
+                  file: str) -> CheckResult:
     """Fold one check's pytest items into its result, in the words its audience may read."""
     base = dict(name=check.name, visibility=check.visibility, summary=check.summary)
     if check.visibility == "hidden" and not hidden_available:
@@ -303,19 +394,23 @@ def _check_result(check, tests: list[dict], hidden_available: bool, collect_erro
     if not fb and failed[0].get("outcome") == "skipped":
         fb = {"status": "error", "message": "grader error: the check was skipped", "raw": True}
     status = ERROR if fb.get("status") == "error" else FAILED
-    where = dict(file=_file_for(fb.get("file", ""), files), line=int(fb.get("line") or 0))
+    where = dict(file=file if fb.get("file") else "", line=int(fb.get("line") or 0))
     cases = f" [{len(failed)} of {len(tests)} cases failed]" if len(tests) > 1 else ""
     if check.visibility == "hidden":
-        # A hidden check says only what was written for it: its test's message, measured
-        # and expected values (and a traceback that may quote inputs) are for the instructor.
+        # A hidden check says only what is true of the failure and names no input: the check's
+        # diagnosis, or how the learner's code failed, or the manifest's line.  What the test
+        # measured and expected, and any traceback, are for the instructor.
+        hint = ""
         if status == ERROR:
             message = "grader error in this hidden check (reported to your instructor)"
         elif fb.get("kind") in SUBMISSION_FAILURES:  # the learner's own code failed: say how, not where
-            message = SUBMISSION_FAILURES[fb["kind"]][0].format(exc_type=fb.get("exc_type") or "an exception",
-                                                                name=Path(fb.get("file") or "").name)
+            exc_type = fb.get("exc_type") if fb.get("exc_type") in BUILTIN_EXCEPTIONS else "an exception"
+            message = SUBMISSION_FAILURES[fb["kind"]][0].format(exc_type=exc_type, name=Path(file).name)
+            hint = SUBMISSION_FAILURES[fb["kind"]][1]
+        elif fb.get("diagnosis"):
+            message, hint = fb["diagnosis"], fb.get("advice", "")
         else:
             message = check.feedback or f"this check failed; it verifies: {check.summary}"
-        hint = fb.get("hint", "") if fb.get("kind") else ""  # the generic advice for a kind of failure
         return CheckResult(**base, status=status, score=0, max_score=check.points, message=message + cases,
                            hint=hint, duration_s=duration, private=_private_text(fb), **where)
     message = fb.get("message") or "this check failed"
@@ -339,27 +434,31 @@ def _exercise_result(run: ExerciseRun, report: dict, hidden_available: bool) -> 
         items.setdefault((m.group("vis"), _check_name(test["nodeid"])), []).append(test)
     collect_error = any(c.get("outcome") == "failed" and f"test_e{ex.number:02d}_" in c.get("nodeid", "")
                         for c in report.get("collectors", []))
-    files = tuple(str(run.module_path.parent / f) for f in ex.files)
+    file = str(run.module_path)
     checks = [_check_result(check, items.get((check.visibility, check.name), []), hidden_available,
-                            collect_error, files) for check in ex.checks]
+                            collect_error, file) for check in ex.checks]
+    checks = _apply_integrity(ex, _apply_requirements(ex, checks), run.integrity)
+    files = (file, *(str(run.module_path.parent / f) for f in ex.files[1:]))
+    hidden_output = run.hidden.output if run.hidden is not None else ""
     return ExerciseResult(
         number=ex.number, slug=ex.slug, title=ex.title, files=files,
-        seed=run.seed, checks=tuple(_apply_requirements(ex, checks)), hidden_run=hidden_available,
-        duration_s=run.sandbox.busy_s, output=run.sandbox.output,
+        seed=run.seed, checks=tuple(checks), hidden_run=hidden_available,
+        duration_s=sum(w.busy_s for w in run.learner_sandboxes()),
+        output=run.public.output if run.public is not None else "",
+        private=f"printed during hidden checks:\n{hidden_output}" if hidden_output.strip() else "",
+        integrity=run.integrity,
     )
 
 
-def grader_error_result(ex: Exercise, paths, seed: int | None, hidden_run: bool,
+def grader_error_result(ex: Exercise, snapshot: Snapshot | None, seed: int | None, hidden_run: bool,
                         exc: BaseException | str) -> ExerciseResult:
     """The grader itself failed on this exercise: a result that says so (never a missing one).
 
-    ``paths`` are the learner's files (the seed is derived from them when ``seed`` is None).
     The learner reads that it was the grader's fault; the traceback is kept for the
-    instructor (``private``).
-    """
-    paths = [Path(p) for p in paths]
-    files = tuple(map(str, paths))
-    seed = seed if seed is not None else derive_seed(ex, paths)
+    instructor (``private``)."""
+    files = (snapshot.display_path,) if snapshot is not None else tuple(ex.files)
+    if seed is None:
+        seed = snapshot.seed(ex.number) if snapshot is not None else 0
     if isinstance(exc, BaseException):
         private = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     else:

@@ -13,7 +13,13 @@ For each exercise it grades, with the hidden checks on:
 
 and checks statically that every exercise has a statement, at least two hints, at least
 three known-wrong fixtures, and that every fixture names real checks.  Gradings run in
-parallel worker processes (each a normal ``runner.grade`` call).
+parallel worker processes (each a normal ``runner.grade`` call); every case is graded from
+a snapshot built in memory (``grader.submission``), never from a file written for it.
+
+A check's hidden inputs are drawn from the seed, so one seed proves little: ``seeds=K``
+grades every reference solution and every known-wrong fixture at K seeds (the file's own
+and K-1 more, the same K every run), and each must hold at every one of them -- full marks
+for a solution, the declared checks lost for a fixture.
 """
 
 from __future__ import annotations
@@ -22,14 +28,13 @@ import concurrent.futures as cf
 import dataclasses
 import multiprocessing
 import os
-import shutil
-import tempfile
 import time
 import tomllib
 from pathlib import Path
 from typing import Callable
 
 from grader.manifest import Exercise, Manifest
+from grader.submission import Snapshot, from_source, read_folder
 
 MIN_WRONG_FIXTURES = 3
 MIN_HINTS = 2
@@ -40,10 +45,9 @@ class Case:
     number: int
     label: str  # "solution", "stub", "fixture:<name>", "cheat:<trick>"
     expect: str  # "full", "zero", "not_implemented", "must_fail"
+    snapshot: Snapshot
     must_fail: tuple[str, ...] = ()
-    module_path: str = ""
-    extra_files: tuple[str, ...] = ()  # files to copy beside the learner file (generic cheats)
-    append: str = ""  # when set, the full learner source to grade (base + fixture, stub + cheat)
+    seed: int | None = None  # None: the seed the snapshot gives
 
 
 @dataclasses.dataclass
@@ -102,13 +106,22 @@ def fixture_source(ex: Exercise, course: Path, folder: Path) -> str | None:
     return f"{base_text}\n\n# ---- the fixture's own code (fixtures/{ex.dir}/{folder.name}) ----\n{mistake}"
 
 
-def cases_for(ex: Exercise, course: Path) -> tuple[list[Case], list[str]]:
+def verify_seeds(k: int) -> list[int | None]:
+    """The seeds of ``--seeds k``: the file's own, then k-1 fixed others (the same every run)."""
+    import hashlib
+
+    return [None] + [int.from_bytes(hashlib.sha256(f"grade-verify-seed:{i}".encode()).digest()[:4], "big")
+                     for i in range(1, max(k, 1))]
+
+
+def cases_for(ex: Exercise, course: Path, seeds: int = 1) -> tuple[list[Case], list[str]]:
     problems = []
     stub = course / "exercises" / ex.dir / ex.module_file
-    cases = [
-        Case(ex.number, "solution", "full", module_path=str(course / "solutions" / ex.dir / ex.module_file)),
-        Case(ex.number, "stub", "not_implemented", module_path=str(stub)),
-    ]
+    solution = read_folder(course / "solutions" / ex.dir, (), (ex.module_file,))
+    solution = from_source(str(course / "solutions" / ex.dir / ex.module_file), ex.module_file, solution.source())
+    stub_snap = from_source(str(stub), ex.module_file, stub.read_bytes() if stub.is_file() else b"")
+    cases = [Case(ex.number, "solution" + _at(seed), "full", solution, seed=seed) for seed in verify_seeds(seeds)]
+    cases.append(Case(ex.number, "stub", "not_implemented", stub_snap))
     readme = course / "exercises" / ex.dir / "README.md"
     if not readme.is_file() or len(readme.read_text(encoding="utf-8").strip()) < 200:
         problems.append(f"exercise {ex.number}: no statement (exercises/{ex.dir}/README.md)")
@@ -123,10 +136,12 @@ def cases_for(ex: Exercise, course: Path) -> tuple[list[Case], list[str]]:
         kind = meta.get("kind")
         path = str(folder / ex.module_file)
         try:
-            whole = fixture_source(ex, course, folder) or ""
+            whole = fixture_source(ex, course, folder)
         except ValueError as exc:
             problems.append(str(exc))
             continue
+        source = whole.encode("utf-8") if whole is not None else (folder / ex.module_file).read_bytes()
+        snap = from_source(path, ex.module_file, source)
         if kind == "wrong":
             must_fail = tuple(meta.get("must_fail", []))
             unknown = [m for m in must_fail if m not in check_names]
@@ -135,22 +150,27 @@ def cases_for(ex: Exercise, course: Path) -> tuple[list[Case], list[str]]:
                                 f"must name checks of the exercise")
                 continue
             wrong += 1
-            cases.append(Case(ex.number, f"fixture:{folder.name}", "must_fail", must_fail, module_path=path,
-                              append=whole))
+            cases += [Case(ex.number, f"fixture:{folder.name}{_at(seed)}", "must_fail", snap, must_fail, seed)
+                      for seed in verify_seeds(seeds)]
         elif kind == "cheat":
-            cases.append(Case(ex.number, f"cheat:{folder.name}", "zero", module_path=path, append=whole))
+            cases.append(Case(ex.number, f"cheat:{folder.name}", "zero", snap))
         else:
             problems.append(f"fixture {folder}: kind must be 'wrong' or 'cheat'")
     if wrong < MIN_WRONG_FIXTURES:
         problems.append(f"exercise {ex.number}: {wrong} known-wrong fixtures; at least {MIN_WRONG_FIXTURES} needed")
-    stub_text = stub.read_text(encoding="utf-8") if stub.is_file() else ""
+    stub_text = stub.read_bytes() if stub.is_file() else b""
     for trick in sorted((course / "fixtures" / "cheats").glob("*/")):
         if not (trick / "cheat.py").is_file():
             continue
-        extra = tuple(str(p) for p in trick.iterdir() if p.name not in ("cheat.py", "fixture.toml"))
-        cases.append(Case(ex.number, f"cheat:{trick.name}", "zero", module_path=str(stub), extra_files=extra,
-                          append=stub_text + "\n\n" + (trick / "cheat.py").read_text(encoding="utf-8")))
+        extra = {p.name: p.read_bytes() for p in trick.iterdir() if p.name not in ("cheat.py", "fixture.toml")}
+        source = stub_text + b"\n\n" + (trick / "cheat.py").read_bytes()
+        cases.append(Case(ex.number, f"cheat:{trick.name}", "zero",
+                          from_source(str(trick / "cheat.py"), ex.module_file, source, extra)))
     return cases, problems
+
+
+def _at(seed: int | None) -> str:
+    return "" if seed is None else f"@seed={seed}"
 
 
 def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
@@ -161,27 +181,8 @@ def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
     t0 = time.monotonic()
     manifest = load(Path(manifest_path))
     course_root = Path(course)
-    tmp = None
-    module_path = Path(case.module_path)
-    saved_cache_setting = os.environ.get("GRADER_NO_CACHE")
-    try:
-        if case.append:
-            # A throw-away folder: a compile cache keyed to it would only pile up on disk.
-            os.environ["GRADER_NO_CACHE"] = "1"
-            tmp = Path(tempfile.mkdtemp(prefix="grade-verify-"))
-            module_path = tmp / module_path.name
-            module_path.write_text(case.append, encoding="utf-8")
-            for extra in case.extra_files:
-                shutil.copy(extra, tmp / Path(extra).name)
-        run = runner.grade(manifest, [case.number], course_root=course_root, hidden_root=course_root / "solutions",
-                           module_overrides={case.number: module_path})
-    finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-        if saved_cache_setting is None:
-            os.environ.pop("GRADER_NO_CACHE", None)
-        else:
-            os.environ["GRADER_NO_CACHE"] = saved_cache_setting
+    run = runner.grade(manifest, [case.number], course_root=course_root, hidden_root=course_root / "solutions",
+                       snapshots={case.number: case.snapshot}, seed=case.seed)
     ex = run.exercises[0]
     problem = ""
     if case.expect == "full":
@@ -206,13 +207,13 @@ def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
 
 
 def verify(manifest: Manifest, course: Path, *, numbers: list[int] | None = None, jobs: int | None = None,
-           progress: Callable[[str], None] | None = None) -> Report:
+           progress: Callable[[str], None] | None = None, seeds: int = 1) -> Report:
     t0 = time.monotonic()
     cases, problems = [], []
     for ex in manifest.exercises:
         if numbers and ex.number not in numbers:
             continue
-        c, p = cases_for(ex, course)
+        c, p = cases_for(ex, course, seeds)
         cases += c
         problems += p
     jobs = jobs or os.cpu_count() or 1

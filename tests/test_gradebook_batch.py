@@ -24,11 +24,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader import batch, hidden, runner
+from grader import batch, hidden
 from grader.cli_batch import batch_cmd, gradebook_group
 from grader.gradebook import SCHEMA_VERSION, Gradebook, GradebookError, utc_iso
 from grader.manifest import load
 from grader.results import RunResult
+from grader.submission import read_submission
 
 MINI = Path(__file__).parent / "minicourse"
 SOL1 = (MINI / "solutions" / "01_double" / "double.py").read_text()
@@ -188,7 +189,8 @@ def test_batch_fills_the_gradebook(reference, forks, course):
         assert g["result"]["score"] == g["score"] and g["result"]["number"] == g["exercise"]
     # The seed is the one `grade` derives from the files that were graded.
     sol = by[("solution-1", 1)]
-    assert sol["seed"] == runner.derive_seed(manifest.get(1), [Path(sol["result"]["files"][0])])
+    ex1 = manifest.get(1)
+    assert sol["seed"] == read_submission(Path(forks[1]), ex1.dir, ex1.files).seed(1)
     # The git fork is graded at its commit, not its (stub) work tree; the commit is recorded.
     head = subprocess.run(["git", "-C", forks[len(FORKS)], "rev-parse", "HEAD"], capture_output=True,
                           text=True, check=True).stdout.strip()
@@ -259,6 +261,9 @@ def test_content_hash_covers_what_grading_can_see(course, tmp_path):
     (tmp_path / "exercises" / "01_double" / "double.py").write_text(SOL1 + "# edited\n")
     assert batch.content_hash(ex, tmp_path) not in (before, with_helper)
     assert batch.content_hash(ex, tmp_path / "nowhere") != before  # missing files hash too
+    (tmp_path / "exercises" / "01_double" / "linked.py").symlink_to("/etc/hostname")  # never read, nor hashed
+    assert batch.content_hash(ex, tmp_path) not in (before, with_helper) and \
+        "linked.py" not in read_submission(tmp_path, ex.dir, ex.files).files
 
 
 # --- interruption -----------------------------------------------------------------------------
@@ -408,7 +413,7 @@ def test_import_and_export_errors_are_clear(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"format_version": 1}')
     out = cli.invoke(gradebook_group, ["import", str(bad), "--gradebook", str(tmp_path / "g.sqlite")])
-    assert out.exit_code == 2 and "not a grader result of format_version 2" in out.output
+    assert out.exit_code == 2 and "not a grader result of format_version 3" in out.output
     bad.write_text("not json")
     out = cli.invoke(gradebook_group, ["import", str(bad), "--gradebook", str(tmp_path / "g.sqlite")])
     assert out.exit_code == 2 and "is not JSON" in out.output

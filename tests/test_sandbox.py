@@ -9,6 +9,7 @@ import pytest
 
 from grader.sandbox import user as sandbox_user
 from grader.sandbox.client import Sandbox, SubmissionError
+from grader.testing import count_compiles
 
 
 def sandbox_for(tmp_path, source, **kw):
@@ -78,7 +79,7 @@ def test_sys_exit_is_reported(tmp_path):
 
 
 def test_crash_by_signal(tmp_path):
-    with sandbox_for(tmp_path, "import os, signal\ndef f():\n    os.kill(os.getpid(), signal.SIGSEGV)\n") as sb:
+    with sandbox_for(tmp_path, "import faulthandler\ndef f():\n    faulthandler._sigsegv()\n") as sb:
         err = error_of(sb)
     assert err.kind == "crashed" and "SIGSEGV" in err.message
 
@@ -95,7 +96,7 @@ def test_huge_output_is_capped_and_does_not_block(tmp_path):
     with sandbox_for(tmp_path, src) as sb:
         assert sb.call("f") == 7
         out = sb.output
-    assert len(out) < 20_000 and "bytes of output dropped" in out
+    assert len(out) < 20_000 and "bytes of output cut" in out
 
 
 def test_fake_equality_objects_are_refused(tmp_path):
@@ -128,7 +129,8 @@ def test_device_count_is_set_before_jax_starts(tmp_path):
 def test_grader_package_is_sealed_from_learner_code(tmp_path):
     with sandbox_for(tmp_path, "def f():\n    import grader.ir\n    return 1\n") as sb:
         err = error_of(sb)
-    assert err.kind == "exception" and "not importable by submissions" in err.message
+        assert err.kind == "exception" and "imported the grader's own modules" in err.message
+        assert sb.integrity == ["imported the grader's own modules"]
 
 
 def test_clean_worker_runs_probes_without_learner_code():
@@ -139,17 +141,17 @@ def test_clean_worker_runs_probes_without_learner_code():
             sb.call("anything")
 
 
-def test_compile_counts_are_the_same_with_a_warm_compile_cache(tmp_path, monkeypatch, open_tmp):
-    cache = open_tmp / "cache"  # as root the sandbox's own user must be able to reach it
-    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
-    monkeypatch.setenv("GRADER_ROOT_CACHE", str(cache))
-    monkeypatch.delenv("GRADER_NO_CACHE")
+def test_compile_counts_are_the_same_with_a_warm_compile_cache(tmp_path, open_tmp):
+    cache = open_tmp / "cache"  # as root the sandbox's own user must be able to write it
+    cache.mkdir()
+    os.chmod(cache, 0o777)
     src = "import jax\n@jax.jit\ndef f(x):\n    return x * 2\n"
     calls = [{"args": [np.zeros(n, np.float32)]} for n in (3, 3, 4)]
     counts, entries = [], []
     for _ in range(2):  # the second sandbox finds both programs in the persistent cache
-        with sandbox_for(tmp_path, src) as sb:
-            counts.append(sb.probe("generic:count_compiles", "f", calls)["compiles"]["by_name"]["f"])
+        with sandbox_for(tmp_path, src, compile_cache=cache) as sb:
+            counts.append(count_compiles(sb, "f", calls)[1].learner)
+            assert not sb.integrity
         entries.append(sorted(p.name for p in cache.rglob("*") if p.is_file() and p.name[0] != "."))
     assert counts == [2, 2]
     assert entries[0], "the persistent cache was not written"
@@ -278,7 +280,7 @@ def test_zygote_workers_are_fresh_isolated_workers(tmp_path, zygote):
     seen = []
     for devices in (8, 2):  # each child gets its own device count and empty caches
         with sandbox_for(tmp_path, src, zygote=zygote, cpu_devices=devices) as sb:
-            counts = sb.probe("generic:count_compiles", "f", calls)["compiles"]["by_name"]["f"]
+            counts = count_compiles(sb, "f", calls)[1].learner
             seen.append((counts, sb.call("info")["devices"], sb.call("info")["uid"] != 0 or os.geteuid() != 0))
             assert sb.output == "hi\n"
             assert isinstance(sb.proc, object) and sb.proc.pid != zygote.proc.pid
@@ -344,37 +346,34 @@ def test_workers_die_with_a_killed_grader(tmp_path, via_zygote):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox changes user only when the grader runs as root")
-def test_as_root_imports_still_work_from_a_closed_folder_and_reach_nothing_else(open_tmp, monkeypatch):
-    closed = open_tmp / "closed"  # like /root holding pyenv, or a private checkout holding .venv
-    pkg = closed / "site" / "lazylib"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("def later():\n    from lazylib import part\n    return part.VALUE\n")
-    (pkg / "part.py").write_text("VALUE = 42\n")
+def test_as_root_lazy_imports_work_from_a_closed_installation_and_reach_nothing_else(open_tmp):
+    """The venv may sit in a closed checkout (as CI's does): modules JAX imports only later,
+    after the drop, still load through the held folders; a secret beside them does not."""
+    closed = open_tmp / "closed"
+    closed.mkdir()
     (closed / "secret.txt").write_text("hidden\n")
-    for p in [closed / "site", pkg, *pkg.iterdir(), closed / "secret.txt"]:
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
     os.chmod(closed, 0o700)
-    monkeypatch.setenv("PYTHONPATH", str(closed / "site"))
-    src = (f"def f():\n    import lazylib\n    value = lazylib.later()  # imported after the drop, lazily\n"
-           f"    try:\n        open({str(closed / 'secret.txt')!r}).read()\n        return value, 'read'\n"
-           f"    except OSError as exc:\n        return value, type(exc).__name__\n")
+    src = (f"import sys\ndef f():\n    import fractions, jax.experimental.checkify\n"
+           f"    try:\n        open({str(closed / 'secret.txt')!r}).read()\n        return 'read'\n"
+           f"    except OSError as exc:\n        return type(exc).__name__\n")
     with sandbox_for(open_tmp, src) as sb:
-        assert tuple(sb.call("f")) == (42, "PermissionError")
+        assert sb.call("f") == "PermissionError"
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox changes user only when the grader runs as root")
-def test_as_root_closing_a_sandbox_ends_processes_it_hid_in_their_own_session(tmp_path):
-    src = ("import os, subprocess\ndef hide():\n"
-           "    p = subprocess.Popen(['sleep', '300'], start_new_session=True)\n    return [p.pid, os.getuid()]\n")
+def test_no_process_can_be_started_even_through_functions_the_audit_hook_cannot_see(tmp_path):
+    src = ("import os, subprocess, _posixsubprocess\n"
+           "def attempts():\n    out = {}\n"
+           "    try:\n        subprocess.Popen(['sleep', '300'], start_new_session=True)\n        out['popen'] = 'started'\n"
+           "    except OSError as exc:\n        out['popen'] = type(exc).__name__\n"
+           "    r, w = os.pipe()\n"
+           "    try:\n        pid = _posixsubprocess.fork_exec([b'/bin/sleep', b'300'], [b'/bin/sleep'], True, (), None, None,"
+           " -1, -1, -1, -1, -1, -1, r, w, True, True, -1, None, None, None, -1, None, False)\n"
+           "        out['fork_exec'] = pid\n"
+           "    except OSError as exc:\n        out['fork_exec'] = exc.errno\n"
+           "    return out\n")
     with sandbox_for(tmp_path, src) as sb:
-        pid, uid = sb.call("hide")
-        assert Path(f"/proc/{pid}").exists()
-    deadline = time.monotonic() + 5
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-            break
-        time.sleep(0.05)
-    alive = Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    if alive:
-        os.kill(pid, 9)
-    assert not alive, "a process the learner started in its own session outlived the sandbox"
+        got = sb.call("attempts")
+        assert got["popen"] == "PermissionError" and "started a process" in sb.integrity
+    import errno
+
+    assert got["fork_exec"] == errno.EPERM  # the seccomp filter: the kernel says no

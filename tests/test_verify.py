@@ -33,9 +33,11 @@ def test_base_fixture_is_the_base_plus_the_mistake(course):
     source = verify.fixture_source(ex, course, folder)
     assert source.startswith((course / "solutions" / "01_double" / "double.py").read_text())
     assert source.rstrip().endswith("return 3 * x")
-    case = next(c for c in verify.cases_for(ex, course)[0] if c.label == "fixture:triples")
-    outcome = verify._run_case(str(course / "exercises" / "manifest.toml"), str(course), case)
-    assert outcome.ok and outcome.score == 0
+    cases = [c for c in verify.cases_for(ex, course, seeds=3)[0] if c.label.startswith("fixture:triples")]
+    assert len(cases) == 3 and len({c.seed for c in cases}) == 3  # one fixture, graded at three seeds
+    for case in cases:
+        outcome = verify._run_case(str(course / "exercises" / "manifest.toml"), str(course), case)
+        assert outcome.ok and outcome.score == 0
 
 
 def test_uncaught_fixture_is_a_verify_failure(course):

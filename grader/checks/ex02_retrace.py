@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from grader.feedback import CheckFailed
 from grader.sandbox.client import SubmissionError
-from grader.testing import attributed, cache_miss_reasons, changed_arguments, learner_misses, short_signature
+from grader.testing import Compiles, cache_miss_reasons, changed_arguments, compiles_of, learner_misses, \
+    short_signature
 
 
 # --- the model, written out here so the checks do not trust the learner's copy ----------
@@ -43,10 +45,11 @@ def training_outcome(submission, seed, draw_case, buckets):
     needs the run.  ``draw_case(seed)`` gives {'params', 'batches', 'lrs', ...}."""
     case = draw_case(seed)
     try:
-        return case, submission.probe("ex02_retrace:train_loop", case["params"], case["batches"], buckets,
-                                      case["lrs"]), None
+        out = submission.probe("ex02_retrace:train_loop", case["params"], case["batches"], buckets, case["lrs"])
     except SubmissionError as exc:
         return case, None, exc
+    out["compiles"] = compiles_of(submission, out["compiles"])  # this request's meter, read now
+    return case, out, None
 
 
 def unwrap(outcome):
@@ -57,22 +60,55 @@ def unwrap(outcome):
     return case, out
 
 
-def compile_report(record, names, n_steps, n_buckets):
-    """The learner's compiles over a training run, with JAX's own reasons for the retraces."""
-    count, events, _ = attributed(record, names)
-    lines = [f"{count} compilation(s) of functions defined in your file over {n_steps} training steps "
+def compile_report(compiles: Compiles, n_steps: int, n_buckets: int) -> str:
+    """The learner's compiles over a training run, with JAX's own reasons for the retraces
+    (instructor-only for hidden checks: signatures name the drawn shapes)."""
+    lines = [f"{compiles.learner} compilation(s) of code in your file over {n_steps} training steps "
              f"whose batches fall into {n_buckets} bucket{'s' if n_buckets != 1 else ''}"]
-    for i, e in enumerate(events[:5], 1):
+    for i, e in enumerate(compiles.events[:5], 1):
         sig = short_signature(e["signature"]) if e["signature"] else "?"
         lines.append(f"compile {i}: jit({e['name']}) with ({sig})")
-    if len(events) > 5:
-        lines.append(f"... and {len(events) - 5} more")
+    if len(compiles.events) > 5:
+        lines.append(f"... and {len(compiles.events) - 5} more")
     # The run's first compile is needed (a new function or a new model size): explain the retraces after it.
-    misses = learner_misses(record, names)[1:]
-    reasons = cache_miss_reasons({"cache_misses": misses}, limit=2)
+    misses = learner_misses(compiles, compiles.names() or None)[1:]
+    reasons = cache_miss_reasons(misses, limit=2)
     if reasons:
         lines.append("JAX says (jax_explain_cache_misses): " + " | ".join(reasons))
     changed = changed_arguments(misses)
     if changed:
         lines.append("arguments JAX names as changing between calls: " + "; ".join(changed))
     return "\n".join(lines)
+
+
+def expect_bucketed_compiles(compiles: Compiles, n_steps: int, n_buckets: int, *, what: str, hint_public: str) -> None:
+    """Between one compilation and one per bucket; a failure names the cause JAX gave
+    (a static argument changing, or shapes that are not a bucket's), never an input."""
+    count = compiles.learner
+    report = compile_report(compiles, n_steps, n_buckets)
+    if count < 1:
+        raise CheckFailed(
+            f"no compilation of train_step was seen during {what}", measured=report,
+            expected="between 1 and one compilation per bucket length",
+            hint="decorate train_step with @jax.jit (keep its name) and do the whole step inside it",
+            diagnosis="0 compilations during the training run: train_step is not jitted, or does its work outside "
+                      "the jitted function",
+            advice="decorate train_step with @jax.jit and do the whole step inside it")
+    if count <= n_buckets:
+        return
+    kinds = " ".join(changed_arguments(learner_misses(compiles, compiles.names() or None)[1:]))
+    if "static value" in kinds:
+        cause = ("a static argument takes a new value on every step (with `lr` in static_argnames, each new "
+                 "learning rate compiles again)")
+        advice = "drop static_argnames: pass lr as an ordinary, traced argument"
+    elif "shape or dtype" in kinds or "weak type" in kinds:
+        cause = "train_step receives more distinct input shapes or types than there are buckets"
+        advice = ("pad every batch to the smallest bucket that holds it, so that only bucket lengths reach "
+                  "train_step, and keep every argument's dtype the same from step to step")
+    else:
+        cause = "train_step compiled more often than once per bucket"
+        advice = "run the loop yourself with JAX_LOG_COMPILES=1 and JAX_EXPLAIN_CACHE_MISSES=1 and read the causes"
+    raise CheckFailed(
+        f"{count} compilations during {what}; at most {n_buckets} (one per bucket length) are allowed",
+        measured=report, expected=f"at most {n_buckets} compilations", hint=hint_public or advice,
+        diagnosis=f"{count} compilations, more than one per bucket: {cause}", advice=advice)

@@ -67,7 +67,7 @@ def train_loop(ctx, params, batches: list, buckets, lrs: list) -> dict:
     prepared = [_batch_arrays(b) for b in batches]
     params = _block(to_jax(params))
     padded, losses, after = [], [], []
-    with CompileRecorder(explain_cache_misses=True) as rec:
+    with CompileRecorder(ctx.roots, explain_cache_misses=True) as rec:
         for (tokens, targets), lr in zip(prepared, lrs):
             tok_p, tgt_p, mask = _three(pad(tokens, targets, buckets), "pad_to_bucket")
             params, loss = _two(step(params, tok_p, tgt_p, mask, lr=float(lr)), "train_step")

@@ -22,7 +22,7 @@ def count_compiles(ctx, target: str, calls: list, explain: bool = True) -> dict:
     prepared = [(to_jax(c.get("args", [])), to_jax(c.get("kwargs", {}))) for c in calls]
     _block(prepared)
     outputs = []
-    with CompileRecorder(explain_cache_misses=explain) as rec:
+    with CompileRecorder(ctx.roots, explain_cache_misses=explain) as rec:
         for args, kwargs in prepared:
             outputs.append(_block(fn(*args, **kwargs)))
     return {"outputs": outputs, "compiles": rec.to_plain()}

@@ -82,7 +82,7 @@ def md_fence(text: str, info: str = "text") -> str:
 def _icon(ex: ExerciseResult) -> str:
     if ex.error:
         return "\u26a0\ufe0f"  # warning sign: the grader failed
-    if any(c.status in (FAILED, ERROR) for c in ex.checks):
+    if any(c.status in (*lt.NOT_EARNED, ERROR) for c in ex.checks):
         return "\u274c"  # cross
     if lt.not_run(ex) or not ex.checks:
         return "\u2796"  # minus: nothing failed, but not everything ran
@@ -102,8 +102,10 @@ def _problems(run: RunResult) -> list[str]:
     for ex in run.exercises:
         if ex.error:
             lines += ["", f"**{md_inline(lt.exercise_label(ex))}**: could not be graded", "", md_fence(ex.error)]
+        if lt.integrity_text(ex):
+            lines += ["", f"**{md_inline(lt.exercise_label(ex))}**: integrity", "", md_fence(lt.integrity_text(ex))]
         for c in ex.checks:
-            if c.status not in (FAILED, ERROR) or ex.error:
+            if c.status not in (*lt.NOT_EARNED, ERROR) or ex.error:
                 continue
             heading = (f"**{md_inline(lt.check_label(ex, c))}** "
                        f"({c.visibility}, {c.score}/{c.max_score} points, {lt.STATUS_WORD[c.status]})")
@@ -125,6 +127,9 @@ def _all_checks(run: RunResult) -> list[str]:
 
 def job_summary(run: RunResult) -> str:
     """Markdown for ``$GITHUB_STEP_SUMMARY`` (ends with a newline)."""
+    if run.incomplete:
+        return "\n".join([SUMMARY_MARKER, "## Grading interrupted", "", "> [!WARNING]", f"> {md_inline(lt.INCOMPLETE)}",
+                          "", f"<sub>{md_inline(lt.provenance(run))}</sub>"]) + "\n"
     lines = [SUMMARY_MARKER, f"## Grade: {run.score}/{run.max_score} points", ""]
     if run.error:
         lines += ["> [!WARNING]", f"> {md_inline(run.error)}", ""]
@@ -199,19 +204,23 @@ def _place(ex: ExerciseResult, check: CheckResult, root: Path) -> tuple[str | No
 def _exercise_annotations(ex: ExerciseResult, root: Path) -> list[str]:
     if ex.error:
         return [command("warning", ex.error, title=f"{lt.exercise_label(ex)}: not graded")]
+    if ex.integrity:
+        order_head = [command("error", lt.integrity_text(ex), title=f"{lt.exercise_label(ex)}: integrity")]
+    else:
+        order_head = []
     order: list[str | tuple] = []  # finished commands, and keys of merged failures, in manifest order
     groups: dict[tuple, list[CheckResult]] = {}
     for c in ex.checks:
         if c.status == ERROR:
             order.append(command("warning", "\n".join(lt.problem_lines(c)), title=lt.check_label(ex, c)))
-        elif c.status == FAILED:
+        elif c.status in lt.NOT_EARNED:
             file, line, own = _place(ex, c, root)
             key = (file, line, "\n".join(lt.problem_lines(c, with_where=not own)))
             if key not in groups:
                 groups[key] = []
                 order.append(key)
             groups[key].append(c)
-    out = []
+    out = list(order_head)
     for item in order:
         if isinstance(item, str):
             out.append(item)
@@ -224,7 +233,9 @@ def _exercise_annotations(ex: ExerciseResult, root: Path) -> list[str]:
 
 def annotations(run: RunResult, root: Path) -> list[str]:
     """Workflow commands for ``run``, file paths relative to the checkout ``root``."""
-    out = [command("warning", run.error, title="Grading")] if run.error else []
+    if run.incomplete:
+        return [command("error", lt.INCOMPLETE, title="Grading interrupted")]
+    out = [command("warning", lt.printable(run.error), title="Grading")] if run.error else []
     out += [a for ex in run.exercises for a in _exercise_annotations(ex, root)]
     passed = sum(c.status == PASSED for ex in run.exercises for c in ex.checks)
     ran = sum(c.status != NOT_RUN for ex in run.exercises for c in ex.checks)

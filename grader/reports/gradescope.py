@@ -119,6 +119,8 @@ def _run_error_test(run: RunResult) -> dict[str, Any]:
 
 
 def _summary(run: RunResult) -> str:
+    if run.incomplete:
+        return lt.INCOMPLETE + "\n" + lt.provenance(run) + "."
     lines = [run.error] if run.error else []
     lines.append(f"Score: {run.score}/{run.max_score} points over {len(run.exercises)} exercises.")
     for ex in run.exercises:
@@ -145,8 +147,11 @@ def _exercise_data(ex: ExerciseResult) -> dict[str, Any]:
 
 
 def to_gradescope(run: RunResult) -> dict[str, Any]:
-    """The ``results.json`` document for ``run`` (a new dict; ``run`` is not touched)."""
-    return {
+    """The ``results.json`` document for ``run`` (a new dict; ``run`` is not touched).
+
+    An incomplete run (grading was interrupted) has no ``score`` and no tests: nothing in
+    it may be taken for a grade (``extra_data.incomplete`` says why)."""
+    doc = {
         "score": run.score,
         "execution_time": round(run.duration_s),
         "output": _summary(run),
@@ -166,10 +171,16 @@ def to_gradescope(run: RunResult) -> dict[str, Any]:
             "submission": run.submission,
             "error": run.error,
             "max_score": run.max_score,
+            "incomplete": run.incomplete,
             "exercises": [_exercise_data(ex) for ex in run.exercises],
         },
         "tests": ([_run_error_test(run)] if run.error else []) + [t for ex in run.exercises for t in _tests(ex)],
     }
+    if run.incomplete:
+        del doc["score"]
+        doc["tests"] = []
+        doc["extra_data"]["exercises"] = []
+    return doc
 
 
 def to_gradescope_json(run: RunResult) -> str:

@@ -27,13 +27,17 @@ Layout (the widely used Ant/Jenkins/GitLab dialect)::
 
 from __future__ import annotations
 
+import dataclasses
+
 import re
 import xml.etree.ElementTree as ET
 
 from grader.reports import learner_text as lt
 from grader.results import (
+    BLOCKED,
     ERROR,
     FAILED,
+    INTEGRITY,
     NOT_RUN,
     CheckResult,
     ExerciseResult,
@@ -77,12 +81,13 @@ def _testcase(suite: ET.Element, ex: ExerciseResult, check: CheckResult) -> str:
     if check.status == NOT_RUN:
         ET.SubElement(case, "skipped", message=_clean(check.message or "not run"))
         return NOT_RUN
-    if check.status in (FAILED, ERROR):
+    if check.status in (FAILED, BLOCKED, INTEGRITY, ERROR):
         text = lt.check_text(ex, check)
-        tag, kind = ("failure", "failed") if check.status == FAILED else ("error", "grader-error")
-        first = _first_line(ex.error) if ex.error else _first_line(check.message)
+        tag, kind = ("error", "grader-error") if check.status == ERROR else ("failure", check.status)
+        first = _first_line(ex.error) if ex.error else _first_line(lt.printable(check.message))
         node = ET.SubElement(case, tag, message=_clean(first), type=kind)
         node.text = _clean(text)
+        return ERROR if check.status == ERROR else FAILED
     return check.status
 
 
@@ -133,13 +138,18 @@ def _run_error_suite(parent: ET.Element, run: RunResult) -> dict[str, int]:
 
 
 def to_junit_xml(run: RunResult) -> str:
-    """The JUnit XML document for ``run``, as text (UTF-8 declaration, 2-space indent, final newline)."""
+    """The JUnit XML document for ``run``, as text (UTF-8 declaration, 2-space indent, final newline).
+
+    Blocked and integrity checks are failures (``type`` says which); an incomplete run (grading
+    was interrupted) is one error and nothing else: no check of it may be taken for a grade."""
     root = ET.Element("testsuites", name=lt.TOOL)
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    if run.error:
+    if run.error or run.incomplete:
+        if run.incomplete:
+            run = dataclasses.replace(run, error=lt.INCOMPLETE)
         for key, value in _run_error_suite(root, run).items():
             totals[key] += value
-    for i, ex in enumerate(run.exercises):
+    for i, ex in enumerate(() if run.incomplete else run.exercises):
         for key, value in _testsuite(root, i, ex, run).items():
             totals[key] += value
     for key, value in totals.items():

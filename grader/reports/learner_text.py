@@ -22,8 +22,10 @@ import re
 from pathlib import PurePath
 
 from grader.results import (
+    BLOCKED,
     ERROR,
     FAILED,
+    INTEGRITY,
     NOT_RUN,
     PASSED,
     CheckResult,
@@ -37,7 +39,13 @@ TOOL = "jax-exercises-grader"
 #: The learner's traceback is cut to its last this-many characters (the end says most).
 TRACEBACK_TAIL = 1500
 
-STATUS_WORD = {PASSED: "passed", FAILED: "failed", ERROR: "grader error", NOT_RUN: "not run"}
+STATUS_WORD = {PASSED: "passed", FAILED: "failed", BLOCKED: "blocked", INTEGRITY: "not scored (integrity)",
+               ERROR: "grader error", NOT_RUN: "not run"}
+#: Statuses of a check that ran and did not earn its points because of the learner's work.
+NOT_EARNED = (FAILED, BLOCKED, INTEGRITY)
+
+INCOMPLETE = ("grading was interrupted before it finished: this is not a grade, and no score is given; "
+              "grade again")
 
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
@@ -69,7 +77,8 @@ def where(check: CheckResult) -> str:
 
 
 def problem_lines(check: CheckResult, with_where: bool = True) -> list[str]:
-    """Why a check did not pass, for its audience: message, then labelled details.
+    """Why a check did not pass, for its audience: message, then labelled details (all of it
+    learner-made text, passed through ``printable``).
 
     ``with_where=False`` leaves out the ``where:`` line, for formats that carry the place
     themselves (a GitHub annotation's file and line).
@@ -86,7 +95,16 @@ def problem_lines(check: CheckResult, with_where: bool = True) -> list[str]:
         lines.append(f"try: {check.hint}")
     if with_where and where(check):
         lines.append(f"where: {where(check)}")
-    return lines
+    return [printable(line) for line in lines]
+
+
+def integrity_text(ex: ExerciseResult) -> str:
+    """What the learner's code did that the sandbox's guard refused, or ""."""
+    if not ex.integrity:
+        return ""
+    return printable("integrity: your code " + "; ".join(ex.integrity[:4]) +
+                     " -- the grader's sandbox does not allow that while it measures, so the measured checks of "
+                     "this exercise score nothing; remove it from your file")
 
 
 def learner_traceback(check: CheckResult) -> str:
@@ -95,7 +113,7 @@ def learner_traceback(check: CheckResult) -> str:
         return ""
     if "NotImplementedError" in check.detail:  # an untouched stub: the message already says so
         return ""
-    return check.detail.strip()[-TRACEBACK_TAIL:]
+    return printable(check.detail.strip()[-TRACEBACK_TAIL:])
 
 
 def check_text(ex: ExerciseResult, check: CheckResult, traceback: bool = True) -> str:
@@ -103,6 +121,8 @@ def check_text(ex: ExerciseResult, check: CheckResult, traceback: bool = True) -
     parts = []
     if ex.error:
         parts.append(ex.error)
+    if check.status == INTEGRITY and integrity_text(ex):
+        parts.append(integrity_text(ex))
     if check.status == NOT_RUN:
         parts.append(check.message or "not run")
     elif check.status == PASSED:
@@ -132,6 +152,8 @@ def exercise_verdict(ex: ExerciseResult) -> str:
         text += f"; {len(skipped)} hidden {noun} not run ({', '.join(c.name for c in skipped)})"
     if ex.error:
         text += "; " + ex.error
+    if ex.integrity:
+        text += "; measured checks not scored (integrity)"
     return text
 
 

@@ -1,8 +1,7 @@
 """Trusted side of the sandbox: start a worker, talk to it, time it out, kill it.
 
-``Sandbox`` starts ``grader.sandbox.worker`` in a fresh Python process (fresh JAX caches,
-its own device count, a memory cap, its own session so the whole process group can be
-killed), and exposes two calls:
+``Sandbox`` runs one submission's files (a ``grader.submission.Snapshot``) in a fresh
+worker process (``grader.sandbox.worker``) and exposes two calls:
 
 * ``call(name, *args, **kwargs)`` -- run the learner's function ``name``;
 * ``probe("module:function", *args, **kwargs)`` -- run a measuring probe next to it.
@@ -10,18 +9,36 @@ killed), and exposes two calls:
 Both return trusted plain data (see ``grader.plaindata``) or raise ``SubmissionError``,
 whose ``kind`` says what went wrong in words a learner can act on.  One time budget covers
 the whole exercise (time spent waiting on the worker): once it is spent the worker is
-killed and every later call fails fast.
+killed, the learner is told where their code was, and every later call fails fast.
 
-The worker imports JAX as soon as it starts, but imports the learner's module only when
-``begin_import`` says so -- after the trusted side has loaded its checks.
+Isolation, every time a worker starts:
+
+* the worker sees a **fresh copy** of the snapshot's files in a private folder of its
+  own (its working folder, ``HOME`` and ``TMPDIR``), never the submission itself;
+* it starts as ``python -s -P`` (no user site-packages, no current or script folder on
+  the import path) from a **read-only copy of the grader** (``grader.sandbox.install``),
+  with an **environment of its own** -- nothing of the grader's environment (tokens,
+  paths) is passed on;
+* as root, it runs the learner's code as a **user of its own** (``grader.sandbox.user``),
+  in a network namespace of its own; in every mode, once the learner's module loads, the
+  **integrity guard** and the **seccomp filter** are on (see the worker);
+* every answer is **authenticated** (an HMAC with a key sent before any learner code
+  exists) and carries the worker's own count of compilations and traces and the
+  integrity violations so far; a line the learner's code wrote to the answer pipe fails
+  the HMAC and is itself recorded as a violation (``integrity``);
+* **closing** kills the worker's process group and, as root, every process of the
+  sandbox's user, and removes every file that user left in the shared temporary folders.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,12 +49,13 @@ from pathlib import Path
 from typing import Any
 
 from grader import jaxcompat
+from grader.sandbox import install
 from grader.sandbox import user as sandbox_user
+from grader.submission import Snapshot, read_folder
 
-
-GRADER_ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_CAP = 16 * 1024  # bytes of learner output kept, head and tail together
 MAX_REPLY = 64 * 1024 * 1024
+WHERE_WAIT_S = 1.0  # how long a timed-out worker gets to print where it was
 
 
 class SubmissionError(Exception):
@@ -67,6 +85,9 @@ SUBMISSION_FAILURES: dict[str, tuple[str, str]] = {
                         "replace the `raise NotImplementedError` with your code"),
     "missing_file": ("{name} was not found in your submission",
                      "keep the exercise's file name and folder (`grade list` shows them)"),
+    "link": ("{name} is a link, not a file", "commit the file itself: the grader never follows links"),
+    "not_a_file": ("{name} is not a regular file", "the exercise's file must be a plain Python file"),
+    "too_large": ("{name} is too large to grade", "keep your file under 4 MiB"),
     "syntax_error": ("your file has a syntax error",
                      "fix the syntax error first; `python -m py_compile FILE` shows it too"),
     "import_error": ("importing your file failed", "run your file directly with `python FILE` to see why"),
@@ -88,44 +109,33 @@ def _rebuild_submission_error(kind, message, detail, line, file, exc_type=""):
     return SubmissionError(kind, message, detail=detail, line=line, file=file, exc_type=exc_type)
 
 
-def compilation_cache_env(module_path: Path, user: "sandbox_user.SandboxUser | None" = None) -> dict[str, str]:
-    """JAX's persistent compilation cache, one per submission folder.
-
-    Learners re-grade the same code many times; a cache hit skips XLA's compile but still
-    logs "Compiling"/"Finished XLA compilation" and fires the monitoring event, so compile
-    counts are unchanged.  Each submission folder gets its own cache, so one submission's
-    entries can never be loaded while grading another.  As root the cache lives where the
-    sandbox's user can write it, handed over to that user at each start
-    (``sandbox_user.cache_dir``).  GRADER_NO_CACHE=1 turns it off.
-    """
-    if os.environ.get("GRADER_NO_CACHE") == "1":
-        return jaxcompat.compile_cache_env(None)
-    key = hashlib.sha256(str(module_path.parent).encode()).hexdigest()[:16]
-    if user is not None:
-        return jaxcompat.compile_cache_env(str(sandbox_user.cache_dir(key, user)))
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jax-exercises-grader"
-    return jaxcompat.compile_cache_env(str(base / key))
-
-
-#: What sets the size of BLAS libraries' thread pools.
+#: What sets the size of BLAS libraries' thread pools (passed on to workers when set).
 BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def worker_base_env() -> dict[str, str]:
-    """The environment every worker (and zygote) starts from: the grader's own, minus JAX,
-    XLA, pytest and grader settings, plus what makes a worker deterministic."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_", "PYTEST_", "GRADER_"))}
-    env.update(
-        {
-            "PYTHONPATH": os.pathsep.join([str(GRADER_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]),
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONHASHSEED": "0",
-            "PYTHONUNBUFFERED": "1",
-            "JAX_PLATFORMS": "cpu",
-            "TF_CPP_MIN_LOG_LEVEL": "3",
-        }
-    )
+def base_env() -> dict[str, str]:
+    """The environment every worker and zygote starts from: an allowlist, nothing inherited
+    but the BLAS thread settings (a token in the grader's environment never reaches it)."""
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "JAX_PLATFORMS": "cpu",
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+    }
+    env.update({k: os.environ[k] for k in BLAS_THREAD_VARS if k in os.environ})
     return env
+
+
+def worker_command(module: str) -> list[str]:
+    """``python -s -P -c ...`` running ``module``'s ``main`` from the grader's read-only
+    copy (with PYTHONHASHSEED from the environment, which ``-I`` would ignore)."""
+    base = str(install.grader_base())
+    code = f"import sys; sys.path.insert(0, {base!r}); from {module} import main; main()"
+    return [sys.executable, "-s", "-P", "-c", code]
 
 
 class _OutputDrain(threading.Thread):
@@ -141,7 +151,10 @@ class _OutputDrain(threading.Thread):
     def run(self) -> None:
         half = OUTPUT_CAP // 2
         while True:
-            chunk = self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536)
+            try:
+                chunk = self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536)
+            except (OSError, ValueError):
+                return
             if not chunk:
                 return
             room = half - len(self.head)
@@ -156,8 +169,13 @@ class _OutputDrain(threading.Thread):
     def text(self) -> str:
         out = self.head.decode("utf-8", "replace")
         if self.dropped:
-            out += f"\n... [{self.dropped} bytes of output dropped] ...\n"
+            out += f"\n... [{self.dropped} bytes of output cut] ...\n"
         return out + self.tail.decode("utf-8", "replace")
+
+
+_FAULT_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)', re.MULTILINE)
+_FAULT_BLOCK = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):\n(?:  .*\n?)*",
+                          re.MULTILINE)
 
 
 class Sandbox:
@@ -170,84 +188,106 @@ class Sandbox:
 
     def __init__(
         self,
-        module_path: str | Path | None,
+        source: Snapshot | str | Path | None,
         *,
         timeout_s: float = 60.0,
         memory_mb: int = 4096,
         cpu_devices: int = 1,
         extra_env: dict[str, str] | None = None,
         zygote: "Zygote | None" = None,
+        compile_cache: Path | None = None,
     ):
-        self.module_path = Path(module_path).resolve() if module_path is not None else None
+        if isinstance(source, (str, Path)):
+            path = Path(source)
+            source = read_folder(path.parent, (), (path.name,))
+        self.snapshot: Snapshot | None = source
+        #: the learner file's path as the learner knows it (messages show this, never the copy)
+        self.module_path = Path(source.display_path) if source is not None else None
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
         self.cpu_devices = cpu_devices
         self.extra_env = dict(extra_env or {})
         self.zygote = zygote  # forks the worker from a process that imported JAX already
+        self.compile_cache = compile_cache  # a folder for JAX's persistent cache, or None (off)
         self.proc: subprocess.Popen | None = None
         self._dead: SubmissionError | None = None
         self._ready = False
         self._import_sent = False
         self._next_id = 1
         self._buf = b""
+        self._key = os.urandom(32)
         self.busy_s = 0.0  # time spent waiting on the worker: what the timeout budget counts
         self.user: sandbox_user.SandboxUser | None = None  # who the worker runs learner code as
-        self._copy_dir: Path | None = None
+        self._base: Path | None = None
+        self._box: Path | None = None  # the worker's own folder: cwd, HOME, TMPDIR, the learner's files
+        self.integrity: list[str] = []  # what the learner's code did that the guard refused (sticky)
+        self.last_meter: dict[str, int] = {}  # {"compiles", "traces"} caused by the last request
+        self.used_probes = False
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> "Sandbox":
         """Spawn the worker (returns at once; the import is awaited on first use)."""
-        if self.proc is not None:
+        if self.proc is not None or self._dead is not None:
             return self
-        if self.module_path is not None and not self.module_path.is_file():
-            self._dead = SubmissionError(
-                "missing_file", f"{self.module_path.name} was not found at {self.module_path}", file=str(self.module_path)
-            )
+        snap = self.snapshot
+        if snap is not None and snap.problem is not None:
+            self._dead = SubmissionError(snap.problem.kind, snap.problem.message,
+                                         file=str(self.module_path or snap.problem.path))
             return self
-        self._cwd = tempfile.TemporaryDirectory(prefix="grade-sandbox-")
+        self._base = Path(tempfile.mkdtemp(prefix="grade-sandbox-"))
+        os.chmod(self._base, 0o711)  # the sandbox's user may pass through to its box, not look around
+        self._box = self._base / "box"
+        self._box.mkdir(mode=0o700)
+        (self._box / "tmp").mkdir(mode=0o700)
         self.user = sandbox_user.sandbox_user()  # None unless root: then learner code runs unprivileged
-        module_path = self.module_path
-        env = worker_base_env()
+        sandbox_user.acquire(self.user)
+        module_path = snap.write_to(self._box) if snap is not None else None
         if self.user is not None:
-            os.chown(self._cwd.name, self.user.uid, self.user.gid)
-            env.update({"GRADER_SANDBOX_UID": self.user.env_value, "HOME": self._cwd.name, "TMPDIR": self._cwd.name})
-            if module_path is not None:
-                module_path = sandbox_user.copy_submission(module_path, Path(self._cwd.name) / "submission", self.user)
-                self._copy_dir = module_path.parent
-        env.update(
-            {
-                jaxcompat.CPU_DEVICES_ENV: str(self.cpu_devices),
-                "GRADER_MODULE_PATH": str(module_path or ""),
-                "GRADER_MEMORY_MB": str(self.memory_mb),
-                "GRADER_CPU_LIMIT_S": str(int(4 * self.timeout_s + 60)),
-            }
-        )
-        if self.module_path is not None:
-            env.update(compilation_cache_env(self.module_path, self.user))
-        else:
-            env.update(jaxcompat.compile_cache_env(None))  # nothing a submission wrote is ever loaded here
-        env.update(self.extra_env)
+            sandbox_user.hand_over(self._box, self.user)
+        env = self._env(module_path)
         if self.zygote is not None and self.zygote.alive:
-            self.proc, self._to, self._from_fd = self.zygote.spawn(env, Path(self._cwd.name))
+            self.proc, self._to, self._from_fd = self.zygote.spawn(env, self._box, self._base / "io")
         else:
             self.proc, self._to, self._from_fd = self._spawn(env)
         self._drain = _OutputDrain(self.proc.stdout)
         self._drain.start()
+        self._send(b"HELLO " + self._key.hex().encode() + b"\n")
         return self
 
+    def _env(self, module_path: Path | None) -> dict[str, str]:
+        env = base_env()
+        box = str(self._box)
+        env.update({
+            "HOME": box,
+            "TMPDIR": str(self._box / "tmp"),
+            jaxcompat.CPU_DEVICES_ENV: str(self.cpu_devices),
+            "GRADER_MODULE_PATH": str(module_path or ""),
+            "GRADER_SANDBOX_DIR": box,
+            "GRADER_MEMORY_MB": str(self.memory_mb),
+            "GRADER_CPU_LIMIT_S": str(int(4 * self.timeout_s + 60)),
+        })
+        if self.user is not None:
+            env["GRADER_SANDBOX_UID"] = self.user.env_value
+        cache = str(self.compile_cache) if self.compile_cache is not None and module_path is not None else None
+        env.update(jaxcompat.compile_cache_env(cache))
+        if cache:
+            env["GRADER_WRITABLE"] = cache
+        env.update(self.extra_env)
+        return env
+
     def _spawn(self, env: dict[str, str]):
-        """Start a fresh worker process; returns (process, requests writer, replies fd)."""
+        """Start a fresh worker process; returns (process, requests writer, answers fd)."""
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         env = {**env, "GRADER_PROTO_FDS": f"{to_child_r},{from_child_w}"}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "grader.sandbox.worker"],
+            worker_command("grader.sandbox.worker"),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             pass_fds=(to_child_r, from_child_w),
             env=env,
-            cwd=self._cwd.name,
+            cwd=str(self._box),
             start_new_session=True,
         )
         os.close(to_child_r)
@@ -255,23 +295,22 @@ class Sandbox:
         return proc, os.fdopen(to_child_w, "wb", buffering=0), from_child_r
 
     def close(self) -> None:
-        """Stop the worker.  Every answer is already in; nothing in it is worth waiting for,
-        so it is killed at once rather than left to tear JAX down."""
+        """Stop the worker and clean up after it.  Every answer is already in; nothing in it
+        is worth waiting for, so it is killed at once rather than left to tear JAX down."""
         if self.proc is None:
+            if self._base is not None:
+                shutil.rmtree(self._base, ignore_errors=True)
+                sandbox_user.release(self.user)
             return
         try:
             self._kill()
-            if self.user is not None:
-                sandbox_user.kill_all_processes_of(self.user)
+            sandbox_user.release(self.user)
         finally:
-            try:
-                self._to.close()
-            except OSError:
-                pass
-            try:
-                os.close(self._from_fd)
-            except OSError:
-                pass
+            for closer in (self._to.close, lambda: os.close(self._from_fd)):
+                try:
+                    closer()
+                except OSError:
+                    pass
             self._drain.join(timeout=2)
             # A process the learner's code left behind may still hold the output pipe open:
             # then the drain is still reading, and closing under it would block on its lock.
@@ -280,7 +319,8 @@ class Sandbox:
                     self.proc.stdout.close()
                 except OSError:
                     pass
-            self._cwd.cleanup()
+            if self._base is not None:
+                shutil.rmtree(self._base, ignore_errors=True)
 
     def _kill(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -298,53 +338,106 @@ class Sandbox:
 
     @property
     def output(self) -> str:
-        """What the learner's code printed (capped)."""
-        return self._drain.text() if self.proc is not None else ""
+        """What the learner's code printed (capped; the grader's own stack dump left out)."""
+        return _FAULT_BLOCK.sub("", self._drain.text()) if self.proc is not None else ""
 
     # -- protocol --------------------------------------------------------------------
-    def _read_message(self) -> dict:
+    def _send(self, data: bytes) -> None:
+        try:
+            self._to.write(data)
+        except OSError:
+            pass  # the crash is reported when the answer is awaited
+
+    def _read_line(self) -> bytes:
         # Only time spent waiting for the worker counts against the exercise's budget, so a
         # worker started early (to overlap JAX imports) is not charged for waiting its turn.
         t0 = time.monotonic()
         try:
-            return self._read_message_within(t0)
+            while b"\n" not in self._buf:
+                remaining = self.timeout_s - self.busy_s - (time.monotonic() - t0)
+                if remaining <= 0:
+                    self._fail(self._timeout_error())
+                ready, _, _ = select.select([self._from_fd], [], [], min(remaining, 1.0))
+                if not ready:
+                    continue
+                chunk = os.read(self._from_fd, 1 << 20)
+                if not chunk:
+                    self.proc.wait()
+                    self._fail(self._crash_error())
+                self._buf += chunk
+                if len(self._buf) > MAX_REPLY:
+                    self._fail(SubmissionError("bad_return", "the result was too large to send back (over 64 MiB)"))
+            line, _, self._buf = self._buf.partition(b"\n")
+            return line
         finally:
             self.busy_s += time.monotonic() - t0
 
-    def _read_message_within(self, t0: float) -> dict:
-        while b"\n" not in self._buf:
-            remaining = self.timeout_s - self.busy_s - (time.monotonic() - t0)
-            if remaining <= 0:
-                self._fail(
-                    SubmissionError(
-                        "timeout",
-                        f"the exercise ran out of time: it is allowed {self.timeout_s:g} s in all, "
-                        f"and your code was still running when it was stopped",
-                    )
-                )
-            ready, _, _ = select.select([self._from_fd], [], [], min(remaining, 1.0))
-            if not ready:
+    def _read_answer(self, rid: int) -> dict:
+        """The worker's answer to request ``rid``; lines that fail the HMAC were written by
+        the learner's code, not by the worker: recorded as a violation and skipped."""
+        while True:
+            line = self._read_line()
+            try:
+                mac, hlen, rest = line.split(b" ", 2)
+                header, body = rest[: int(hlen)], rest[int(hlen):]
+                expected = hmac.new(self._key, header + b"\n" + body, hashlib.sha256).hexdigest().encode()
+                authentic = hmac.compare_digest(mac, expected)
+            except ValueError:
+                authentic = False
+            if not authentic:
+                self.note_violation("wrote to the grader's answer pipe")
                 continue
-            chunk = os.read(self._from_fd, 1 << 20)
-            if not chunk:
-                self.proc.wait()
-                self._fail(self._crash_error())
-            self._buf += chunk
-            if len(self._buf) > MAX_REPLY:
-                self._fail(SubmissionError("bad_return", "the result was too large to send back (over 64 MiB)"))
-        line, _, self._buf = self._buf.partition(b"\n")
+            head = json.loads(header)
+            for reason in head.get("integrity", []):
+                self.note_violation(str(reason))
+            if head.get("id") != rid:
+                self._fail(SubmissionError("crashed", "the sandbox answered out of turn; grading stopped"))
+            self.last_meter = {"compiles": int(head.get("compiles", 0)), "traces": int(head.get("traces", 0))}
+            try:
+                return json.loads(body)
+            except ValueError:
+                self._fail(SubmissionError("crashed", "the sandbox sent something that is not a result"))
+
+    def note_violation(self, reason: str) -> None:
+        from grader.plaindata import clean_text
+
+        reason = clean_text(reason)[:240]
+        if reason not in self.integrity and len(self.integrity) < 16:
+            self.integrity.append(reason)
+
+    def _timeout_error(self) -> SubmissionError:
+        where = self._where()
+        return SubmissionError(
+            "timeout",
+            f"the exercise ran out of time: it is allowed {self.timeout_s:g} s in all, and your code was still "
+            f"running when it was stopped" + (f"; it was at {where}" if where else ""))
+
+    def _where(self) -> str:
+        """Where the learner's code was: the worker prints its threads' stacks on SIGUSR1."""
+        if self.proc is None or self.proc.poll() is not None or self.module_path is None:
+            return ""
         try:
-            return json.loads(line)
-        except ValueError:
-            self._fail(SubmissionError("crashed", "the sandbox sent something that is not a result; grading stopped"))
+            os.kill(self.proc.pid, signal.SIGUSR1)
+        except (ProcessLookupError, PermissionError):
+            return ""
+        copy = str(self._box / self.snapshot.module_file) if self._box and self.snapshot else ""
+        deadline = time.monotonic() + WHERE_WAIT_S
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            for m in _FAULT_FRAME.finditer(self._drain.text()):
+                if copy and m.group("file") == copy:  # most recent call first: the innermost learner frame
+                    return f"{self.module_path.name}:{m.group('line')} (in {m.group('func')})"
+        return ""
 
     def _crash_error(self) -> SubmissionError:
         code = self.proc.returncode
         if code is not None and code < 0:
             sig = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
             how = f"was killed by signal {sig}"
-            if sig in ("SIGKILL", "SIGSEGV", "SIGABRT"):
-                how += f" (out of memory? the limit is {self.memory_mb} MiB)" if sig == "SIGKILL" else ""
+            if sig == "SIGKILL":
+                how += f" (out of memory? the limit is {self.memory_mb} MiB)"
+            elif sig == "SIGXFSZ":
+                how += " (it wrote a file over the size limit)"
         else:
             how = f"exited with status {code}"
         return SubmissionError(
@@ -366,10 +459,7 @@ class Sandbox:
         if self._import_sent or self._dead:
             return
         self._import_sent = True
-        try:
-            self._to.write(b'{"op":"import"}\n')
-        except OSError:
-            pass  # the crash is reported when the answer is awaited
+        self._send(b"IMPORT\n")
 
     def _wait_ready(self) -> None:
         if self._ready:
@@ -379,35 +469,41 @@ class Sandbox:
         self.begin_import()
         if self._dead:
             raise self._dead
-        msg = self._read_message()
+        msg = self._read_answer(0)
         if "error" in msg:
             self._fail(self._error_from(msg["error"]))
         self._ready = True
 
     def _error_from(self, err: dict) -> SubmissionError:
+        from grader.plaindata import clean_text
+
+        err = err if isinstance(err, dict) else {}
         kind = str(err.get("kind", "exception"))
-        message = str(err.get("message", ""))
+        if kind not in SUBMISSION_FAILURES:
+            kind = "exception"
+        message = clean_text(str(err.get("message", "")))[:2000]
         fname = self.module_path.name if self.module_path else "<grader>"
-        line = err.get("line")
+        line = err.get("line") if type(err.get("line")) is int else None
         where = f"{fname}:{line}" if line else fname
+        exc_type = clean_text(str(err.get("type") or ""))[:100]
         if kind == "syntax_error":
-            text = err.get("text") or ""
+            text = clean_text(str(err.get("text") or ""))[:300]
             message = f"syntax error in {where}: {message}" + (f"\n    {text}" if text else "")
         elif kind == "not_implemented":
             message = f"not implemented yet ({where} raises NotImplementedError): fill in the TODO"
         elif kind == "import_error":
-            message = f"importing {fname} failed: {err.get('type')}: {message}"
+            message = f"importing {fname} failed: {exc_type}: {message}"
         elif kind == "exit":
             message = f"your code called sys.exit/exit() ({where}); return a value instead"
         elif kind == "memory":
             message = f"your code ran out of memory (the limit is {self.memory_mb} MiB) at {where}"
         elif kind == "exception":
-            message = f"your code raised {err.get('type')}: {message} ({where})"
-        detail = str(err.get("traceback", ""))
-        if self._copy_dir is not None:  # show the learner their own path, not the sandbox's copy
-            detail = detail.replace(str(self._copy_dir), str(self.module_path.parent))
-        return SubmissionError(kind, message, detail=detail, line=line, file=fname,
-                               exc_type=str(err.get("type") or ""))
+            message = f"your code raised {exc_type}: {message} ({where})"
+        detail = clean_text(str(err.get("traceback", "")))[:4000]
+        if self._box is not None and self.module_path is not None:  # their path, not the sandbox's copy
+            message = message.replace(str(self._box) + os.sep, str(self.module_path.parent) + os.sep)
+            detail = detail.replace(str(self._box) + os.sep, str(self.module_path.parent) + os.sep)
+        return SubmissionError(kind, message, detail=detail, line=line, file=fname, exc_type=exc_type)
 
     def request(self, op: str, target: str, *args: Any, **kwargs: Any) -> Any:
         from grader import plaindata  # numpy loads here, after the worker is already starting
@@ -415,20 +511,21 @@ class Sandbox:
         self._wait_ready()
         if self._dead:
             raise self._dead
+        if op == "probe":
+            self.used_probes = True
         rid = self._next_id
         self._next_id += 1
-        payload = {"id": rid, "op": op, "target": target, "args": plaindata.to_plain(list(args)), "kwargs": plaindata.to_plain(kwargs)}
+        payload = {"op": op, "target": target, "args": plaindata.to_plain(list(args)), "kwargs": plaindata.to_plain(kwargs)}
         try:
-            self._to.write((plaindata.dumps(payload) + "\n").encode("utf-8"))
+            self._to.write(b"%d " % rid + plaindata.dumps(payload).encode("utf-8") + b"\n")
         except (BrokenPipeError, OSError):
             self.proc.wait()
             self._fail(self._crash_error())
-        msg = self._read_message()
-        if msg.get("id") != rid:
-            self._fail(SubmissionError("crashed", "the sandbox answered out of turn; grading stopped"))
+        msg = self._read_answer(rid)
+        if not isinstance(msg, dict) or ("ok" not in msg and "error" not in msg):
+            self._fail(SubmissionError("crashed", "the sandbox sent something that is not a result"))
         if "error" in msg:
-            err = self._error_from(msg["error"])
-            raise err
+            raise self._error_from(msg["error"])
         return plaindata.from_plain(msg["ok"])
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
@@ -472,14 +569,16 @@ class Zygote:
         self._pids: dict[int, int] = {}
         self._next = 1
         self._dead = False
+        self._cwd: Path | None = None
 
     def start(self) -> "Zygote":
-        env = worker_base_env()
+        env = base_env()
         for var in BLAS_THREAD_VARS:
             env[var] = "1"  # no thread pools in a process that forks
-        self.proc = subprocess.Popen([sys.executable, "-m", "grader.sandbox.zygote"], stdin=subprocess.PIPE,
+        self._cwd = Path(tempfile.mkdtemp(prefix="grade-zygote-"))  # private: nothing planted here runs
+        self.proc = subprocess.Popen(worker_command("grader.sandbox.zygote"), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-                                     cwd=tempfile.gettempdir(), start_new_session=True)
+                                     cwd=str(self._cwd), start_new_session=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         return self
@@ -510,9 +609,9 @@ class Zygote:
             self._cond.wait_for(lambda: pid in self._exits or self._dead, timeout=timeout)
             return self._exits.get(pid, -signal.SIGKILL if self._dead else None)
 
-    def spawn(self, env: dict[str, str], cwd: Path):
-        """Fork a worker into ``cwd``; returns (process, requests writer, replies fd)."""
-        fifos = cwd / ".io"
+    def spawn(self, env: dict[str, str], cwd: Path, fifos: Path):
+        """Fork a worker into ``cwd``, talking through FIFOs made in the (trusted) folder
+        ``fifos``; returns (process, requests writer, answers fd)."""
         fifos.mkdir(mode=0o700)
         for name in ("out", "requests", "replies"):
             os.mkfifo(fifos / name, 0o600)
@@ -558,6 +657,8 @@ class Zygote:
         self._reader.join(timeout=5)
         self.proc.stdout.close()
         self.proc = None
+        if self._cwd is not None:
+            shutil.rmtree(self._cwd, ignore_errors=True)
 
     def __enter__(self) -> "Zygote":
         return self.start()

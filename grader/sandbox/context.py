@@ -31,28 +31,17 @@ def preload_probes() -> None:
         _PROBES[info.name] = importlib.import_module(f"grader.probes.{info.name}")
 
 
-class _GraderSealed:
-    """A meta-path finder that refuses ``import grader...`` from here on."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "grader" or name.startswith("grader."):
-            raise ImportError(
-                f"`{name}` is the grader's own code and is not importable by submissions; "
-                f"write the exercise with jax/numpy"
-            )
-        return None
-
-
 def seal_grader() -> None:
-    """Make the grader's modules unimportable for the learner's code.
+    """Take the grader's modules out of ``sys.modules`` before the learner's code loads.
 
-    The harness already holds every module it needs (probes included); removing them from
-    ``sys.modules`` and refusing new imports keeps, e.g., ``grader.ir``'s jaxpr walker out of
-    reach of an exercise that asks the learner to write one.
+    The harness already holds every module it needs (probes included).  Importing
+    ``grader`` again is refused by the integrity guard (``grader.sandbox.guard``), so,
+    e.g., ``grader.ir``'s jaxpr walker stays out of reach of an exercise that asks the
+    learner to write one; nothing of the grader is left where the learner's code can
+    look it up.
     """
     for name in [n for n in sys.modules if n == "grader" or n.startswith("grader.")]:
         del sys.modules[name]
-    sys.meta_path.insert(0, _GraderSealed())
 
 
 class MissingFunction(LookupError):
@@ -78,9 +67,10 @@ def to_jax(tree: Any) -> Any:
 
 
 class Context:
-    def __init__(self, module, module_path: str):
+    def __init__(self, module, module_path: str, roots=None):
         self.module = module
         self.module_path = module_path
+        self.roots = roots  # grader.sandbox.guard.Roots: where code comes from (compile attribution)
 
     def function(self, name: str) -> Callable:
         """The learner's ``name``, which must exist and be callable."""

@@ -10,8 +10,11 @@ names an account -- and makes sure that user cannot read the course's secrets:
 * the hidden checks are copied into a private (0700, root-owned) folder before grading,
   and their source folder, ``solutions/`` and ``fixtures/`` are closed to other users
   (``protect``: group and other permissions removed from those folders, nothing else);
-* the learner's files are copied into the sandbox's own folder, owned by the sandbox user,
-  so their checkout may stay wherever it is;
+* the learner's files are copied into the sandbox's own folder (``hand_over``), owned by
+  the sandbox user, so their checkout may stay wherever it is;
+* closing a sandbox ends every process of its user and removes what it left in the shared
+  temporary folders (``release``); a named account (``GRADER_SANDBOX_USER``) is used by
+  one grading process at a time on the whole machine (``acquire``);
 * the worker starts as root only to import JAX and the grader's probes, then drops to the
   sandbox user for good (``setgroups([])``, ``setgid``, ``setuid``) before the learner's
   module is imported (see ``grader.sandbox.worker``).
@@ -34,10 +37,6 @@ import stat
 from pathlib import Path
 
 NOGROUP = 65534  # the group of the per-sandbox users
-#: Copied with the learner's file: its folder, minus what is never needed (caps keep a
-#: hostile checkout from filling the disk).
-COPY_SKIP = {".git", "__pycache__", ".venv", "node_modules"}
-COPY_MAX_FILES, COPY_MAX_BYTES = 200, 32 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,57 +121,102 @@ def protect(paths: list[Path]) -> list[Path]:
     return changed
 
 
-def copy_submission(module_path: Path, dest: Path, user: SandboxUser) -> Path:
-    """Copy the learner's file and its folder's other files into ``dest`` (owned by ``user``);
-    returns the copy of ``module_path``."""
-    src = module_path.parent
-    dest.mkdir(parents=True, exist_ok=True)
-    files = total = 0
-    for root, dirs, names in os.walk(src):
-        dirs[:] = sorted(d for d in dirs if d not in COPY_SKIP and not d.startswith("."))
-        rel = Path(root).relative_to(src)
-        for name in sorted(names):
-            s = Path(root) / name
-            if s.is_symlink() or not s.is_file():
-                continue
-            files += 1
-            total += s.stat().st_size
-            if files > COPY_MAX_FILES or total > COPY_MAX_BYTES:
-                if s != module_path:
-                    continue
-            (dest / rel).mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(s, dest / rel / name)
-    shutil.copyfile(module_path, dest / module_path.name)  # always there, whatever the caps skipped
-    for root, dirs, names in os.walk(dest):
-        os.chown(root, user.uid, user.gid)
-        for name in names:
-            os.chown(Path(root) / name, user.uid, user.gid)
-    return dest / module_path.name
-
-
-def cache_dir(key: str, user: SandboxUser) -> Path:
-    """As root, the compile cache of one submission folder (``key``): a folder only the
-    current sandbox's user can open, under a base that others may enter but not list
-    (``GRADER_ROOT_CACHE``, default /var/tmp/jax-exercises-grader).  It is handed to each
-    new sandbox user in turn; no other submission's sandbox ever gets it."""
-    base = Path(os.environ.get("GRADER_ROOT_CACHE") or "/var/tmp/jax-exercises-grader")
-    base.mkdir(parents=True, exist_ok=True)
-    os.chmod(base, 0o711)
-    folder = base / key
-    folder.mkdir(mode=0o700, exist_ok=True)
-    for root, _, names in os.walk(folder):  # never through a link an earlier user planted
+def hand_over(folder: Path, user: SandboxUser) -> None:
+    """Give the sandbox's own folder (made by the grader, holding fresh copies of the
+    learner's files) to its user; links are never followed (there are none to follow)."""
+    for root, dirs, names in os.walk(folder, followlinks=False):
         os.lchown(root, user.uid, user.gid)
-        for name in names:
-            os.lchown(Path(root) / name, user.uid, user.gid)
-    return folder
+        for name in dirs + names:
+            os.lchown(os.path.join(root, name), user.uid, user.gid)
+
+
+#: Shared folders any user may write to: what a sandbox's user left there is removed at close.
+SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def remove_files_of(user: SandboxUser, places: tuple[str, ...] = SHARED_TMP) -> list[str]:
+    """Remove everything ``user`` owns in the shared temporary folders (never following a
+    link); returns what was removed.  A user can only have made files in a folder it owns
+    or one others may write to, so only those are searched.  The guard refuses writes
+    there: this is a backstop for code it cannot see."""
+    removed = []
+    for top in places:
+        if not os.path.isdir(top):
+            continue
+        for root, dirs, names in os.walk(top, topdown=True, followlinks=False):
+            keep = []
+            for name in dirs + names:
+                path = os.path.join(root, name)
+                try:
+                    st = os.lstat(path)
+                except OSError:
+                    continue
+                if st.st_uid == user.uid:
+                    if stat.S_ISDIR(st.st_mode):
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        try:
+                            os.unlink(path)
+                        except OSError:
+                            continue
+                    removed.append(path)
+                elif stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH:
+                    keep.append(name)
+            dirs[:] = keep
+    return removed
+
+
+def end_everything_of(user: SandboxUser) -> None:
+    """End every process of ``user`` and remove its files from the shared temporary folders."""
+    kill_all_processes_of(user)
+    remove_files_of(user)
+
+
+_held: dict[int, list] = {}  # named account uid -> [sandboxes of this process using it, lock fd]
+
+
+def acquire(user: SandboxUser | None) -> None:
+    """Before a sandbox starts.  A named account (``GRADER_SANDBOX_USER``) is shared by
+    every sandbox, so only one grading process on the machine may use it at a time (a
+    ``flock`` on a root-owned file, held while any sandbox of this process uses it)."""
+    if user is None or user.per_sandbox:
+        return
+    hold = _held.get(user.uid)
+    if hold is None:
+        import fcntl
+
+        folder = "/run/lock" if os.path.isdir("/run/lock") else "/tmp"
+        fd = os.open(f"{folder}/jax-exercises-grader-{user.uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        hold = _held[user.uid] = [0, fd]
+    hold[0] += 1
+
+
+def release(user: SandboxUser | None) -> None:
+    """After a sandbox closed: end every process of its user and remove what it left in
+    the shared temporary folders -- at once for a user of its own, when the last sandbox
+    of this process closes for a named account (then the account is free again)."""
+    if user is None:
+        return
+    if user.per_sandbox:
+        end_everything_of(user)
+        return
+    hold = _held.get(user.uid)
+    if hold is None:
+        return
+    hold[0] -= 1
+    if hold[0] <= 0:
+        try:
+            end_everything_of(user)
+        finally:
+            del _held[user.uid]
+            os.close(hold[1])  # releases the lock
 
 
 def kill_all_processes_of(user: SandboxUser) -> None:
-    """End every process still running as a per-sandbox user -- including any the learner's
-    code started in a session of its own, out of reach of the process-group kill.  Only for
-    per-sandbox users: a named account may run other things."""
-    if not user.per_sandbox:
-        return
+    """End every process still running as the sandbox's user -- including any the learner's
+    code started in a session of its own, out of reach of the process-group kill (the
+    seccomp filter refuses new processes; this is the backstop where it cannot run)."""
     import subprocess
 
     # kill(-1) from a process of that user reaches all of its processes but itself; the

@@ -1,18 +1,42 @@
 """The sandbox worker: the only process that runs learner code.
 
-Started by ``grader.sandbox.client.Sandbox`` as ``python -m grader.sandbox.worker``.  It
-sets its resource limits, imports JAX (device count already fixed through the
-environment), imports the learner's module, then answers requests read from a private
-pipe, one JSON line each::
+Started by ``grader.sandbox.client.Sandbox`` (``python -s -P`` with a private working
+folder and an environment of its own: see ``client.worker_command``), or forked by a
+zygote (``grader.sandbox.zygote``).  It imports NumPy, JAX and the grader's probes, fixes
+its resource limits and, as root, drops to the sandbox's own user.  Then it waits for the
+trusted side's go-ahead, installs the integrity guard (``grader.sandbox.guard``) and the
+seccomp filter (``grader.sandbox.seccomp``), and only then imports the learner's module.
 
-    {"id": 3, "op": "call",  "target": "per_example_grad_norms", "args": [...], "kwargs": {...}}
-    {"id": 4, "op": "probe", "target": "generic:count_compiles", "args": [...], "kwargs": {...}}
+Two threads
+-----------
+* The **main thread** is the trusted endpoint.  It reads requests from a private pipe,
+  hands them to the learner thread, and writes each answer with a header of its own --
+  the request id, how many times JAX compiled and traced while it ran (``Meter``, read
+  from JAX's C++ caches), and the integrity violations so far -- authenticated with an
+  HMAC whose key the trusted side sent before any learner code existed.  It never runs
+  learner code, never touches an object the learner made, and, once the learner's code
+  is loaded, looks no name up at run time (everything it calls is bound in advance), so
+  neither a rebound builtin nor a monkeypatched class can make it run the learner's code.
+* The **learner thread** imports the learner's module and answers requests: ``call``
+  (run a learner function) and ``probe`` (run a measuring function from
+  ``grader/probes/`` beside the learner's code).  Its answers pass through
+  ``plaindata.to_plain``; the verdict is never decided here.
 
-and answers ``{"id": 3, "ok": <plain data>}`` or ``{"id": 3, "error": {...}}``.  Every
-answer passes through ``plaindata.to_plain``; the verdict is never decided here.
+A line the learner's code writes to the answer pipe itself fails the HMAC, and the
+trusted side counts it as an integrity violation (it can neither read the key, which
+lives only in the main thread's frame, nor reach that frame from its own thread).
+
+Wire format (bytes, one line each; the trusted side speaks first)::
+
+    -> HELLO <hex key>            (before anything else)
+    -> IMPORT                     (when the checks are loaded: import the learner's module)
+    -> <id> <json request>        {"op": "call"|"probe", "target": ..., "args": [...], "kwargs": {...}}
+    <- <hmac hex> <header length> <header json><body json>
+       header: {"id": n, "compiles": n, "traces": n, "integrity": [reasons]}
+       body:   {"ok": <plain data>} or {"error": {...}}        (id 0 answers IMPORT)
 
 The learner's prints go to this process's stdout/stderr, which the client drains and
-caps; the protocol uses two other file descriptors (``GRADER_PROTO_FDS``).
+caps.
 """
 
 from __future__ import annotations
@@ -23,10 +47,11 @@ import os
 import sys
 import traceback
 
-# Bind everything the harness needs *before* learner code runs, so that rebinding
-# names in ``jax``/``numpy``/``json`` from the submission does not reach the harness.
 import json
 import resource
+
+FD_REQUESTS, FD_ANSWERS = 1000, 1001  # protocol descriptors, away from the low numbers code reuses
+MAX_LINE = 64 << 20
 
 
 def _limit_resources() -> None:
@@ -58,21 +83,75 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
+
+
+def _nproc_limit() -> None:
+    """As root, the sandbox's user is the grader's own: cap its threads and processes (the
+    seccomp filter refuses new processes anyway; JAX's thread pools stay well below)."""
+    try:
+        resource.setrlimit(resource.RLIMIT_NPROC, (1024, 1024))
+    except (ValueError, OSError):
+        pass
+
+
+def _file_limits() -> None:
+    for which, value in ((resource.RLIMIT_FSIZE, 256 << 20), (resource.RLIMIT_NOFILE, 1024)):
+        try:
+            resource.setrlimit(which, (value, value))
+        except (ValueError, OSError):
+            pass
+
+
+def die_with_parent() -> None:
+    """Ask the kernel to kill this process when its parent ends (Linux), so a grader killed
+    mid-grading leaves no worker behind.  Changing user clears the request: call it after
+    the privilege drop.  Elsewhere it does nothing (the CPU limit still applies)."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) != 0:  # PR_SET_PDEATHSIG
+            return
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent ended before the request was made
+        os._exit(1)
+
+
+def _no_network() -> None:
+    """As root, a network namespace of its own with no interface but a down loopback (the
+    seccomp filter refuses sockets too; this holds even where seccomp is unavailable)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).unshare(0x40000000)  # CLONE_NEWNET
+    except (OSError, AttributeError):
+        pass
+
+
 class _Channel:
+    """Raw, line-based access to the two protocol descriptors (moved to FD_REQUESTS and
+    FD_ANSWERS).  Used by the trusted phase; the main thread's serving loop binds the same
+    calls as locals."""
+
     def __init__(self, rfd: int, wfd: int):
-        # Move the protocol pipes away from low descriptor numbers learner code might reuse.
-        self._r = os.fdopen(os.dup2(rfd, 1000, inheritable=False), "r", encoding="utf-8")
-        self._w = os.fdopen(os.dup2(wfd, 1001, inheritable=False), "w", encoding="utf-8")
-        os.close(rfd)
-        os.close(wfd)
+        os.dup2(rfd, FD_REQUESTS, inheritable=False)
+        os.dup2(wfd, FD_ANSWERS, inheritable=False)
+        if rfd != FD_REQUESTS:
+            os.close(rfd)
+        if wfd != FD_ANSWERS:
+            os.close(wfd)
+        self.buf = b""
 
-    def read(self):
-        line = self._r.readline()
-        return json.loads(line) if line else None
-
-    def write(self, message: dict) -> None:
-        self._w.write(json.dumps(message, allow_nan=False, separators=(",", ":")) + "\n")
-        self._w.flush()
+    def readline(self) -> bytes | None:
+        while b"\n" not in self.buf:
+            chunk = os.read(FD_REQUESTS, 1 << 20)
+            if not chunk:
+                return None
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line
 
 
 def _learner_traceback(exc: BaseException, learner_files: tuple[str, ...]) -> tuple[str, int | None]:
@@ -101,12 +180,20 @@ def _error(kind: str, exc: BaseException | None, learner_files, **extra) -> dict
 
 
 def _hold_import_roots() -> dict[str, int]:
-    """Open, while still root, each folder Python imports from (``sys.path``, loaded
-    packages' ``__path__``) that lies below a folder other users cannot enter: after the
-    drop, the sandbox user could not reach it by name (a Python or virtual environment
-    under ``/root`` or another closed folder)."""
+    """Open, while still root, each folder of the Python installation that Python imports
+    from (its standard library and site-packages, on ``sys.path`` or in loaded packages'
+    ``__path__``) and that lies below a folder other users cannot enter: after the drop,
+    the sandbox user could not reach it by name (a Python or virtual environment under
+    ``/root``, or in a private checkout).  Only the installation's folders are held -- never
+    a course checkout that an editable install puts on the import path."""
+    import sysconfig
+
+    from grader.sandbox.guard import _under
     from grader.sandbox.user import deepest_closed_folder
 
+    config = sysconfig.get_paths()
+    install = {os.path.abspath(config[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib") if config.get(k)}
+    install |= {os.path.realpath(p) for p in install}
     paths = [p for p in sys.path if p]
     for module in list(sys.modules.values()):
         search = getattr(module, "__path__", None)
@@ -116,7 +203,7 @@ def _hold_import_roots() -> dict[str, int]:
             except TypeError:
                 pass
     roots: dict[str, int] = {}
-    for path in {os.path.abspath(p) for p in paths}:
+    for path in {os.path.abspath(p) for p in paths if _under(os.path.abspath(p), install)}:
         closed = deepest_closed_folder(path) if os.path.isdir(path) else None
         if closed is None:
             continue
@@ -131,11 +218,12 @@ def _hold_import_roots() -> dict[str, int]:
     return roots
 
 
-def _reach_import_roots(roots: dict[str, int]) -> None:
+def _reach_import_roots(roots: dict[str, int]) -> list[str]:
     """After the drop: import from each folder the sandbox user cannot reach through the
     descriptor opened before it (``/proc/self/fd/N``: the kernel checks permissions from
     that folder down, not its parents).  Only the folders themselves become reachable, and
-    only what their own permissions let any user read."""
+    only what their own permissions let any user read.  Returns the ``/proc/self/fd/N``
+    prefixes now in use (the guard counts code and files under them as the installation's)."""
     import importlib
 
     blocked = {}
@@ -145,7 +233,7 @@ def _reach_import_roots(roots: dict[str, int]) -> None:
         else:
             blocked[root] = f"/proc/self/fd/{fd}"
     if not blocked:
-        return
+        return []
     ordered = sorted(blocked.items(), key=lambda kv: -len(kv[0]))
 
     def remap(path):
@@ -166,6 +254,7 @@ def _reach_import_roots(roots: dict[str, int]) -> None:
             search._path[:] = [remap(p) for p in search._path]
     sys.path_importer_cache.clear()
     importlib.invalidate_caches()
+    return list(blocked.values())
 
 
 def _drop_privileges(spec: str) -> None:
@@ -197,38 +286,141 @@ def main() -> None:
 def import_harness() -> None:
     """Heavy imports happen before the learner's code: their bindings are ours.  A zygote
     (``grader.sandbox.zygote``) does this once and forks a worker per sandbox."""
+    import faulthandler  # noqa: F401
+    import hashlib  # noqa: F401
+    import _hashlib  # noqa: F401
+    import _json  # noqa: F401
+    import _queue  # noqa: F401
+    import _thread  # noqa: F401
+    import ctypes  # noqa: F401 - imported now: importing it later loads native code (refused)
+
     import numpy as np  # noqa: F401
     import jax  # noqa: F401
-    from grader import plaindata  # noqa: F401
+
+    from grader import compiles, coverage, plaindata  # noqa: F401
     from grader.sandbox import context as _context
+    from grader.sandbox import guard, meter, seccomp  # noqa: F401
 
     _context.preload_probes()
 
 
-def serve(chan: "_Channel") -> None:
-    """Seal the grader, drop privileges (as root), import the learner's module when told
-    to, then answer requests until told to stop."""
-    from grader import plaindata
-    from grader.sandbox import context as _context
+def serve(chan: _Channel) -> None:
+    """The trusted phase, then the two threads (see the module docstring)."""
+    import faulthandler
+    import signal
 
-    # An empty module path makes a clean worker: no learner code at all, for trusted
-    # measurements that need a fresh JAX process of their own (see `Sandbox.clean`).
-    module_path = os.path.abspath(os.environ["GRADER_MODULE_PATH"]) if os.environ["GRADER_MODULE_PATH"] else ""
-    learner_files = (module_path,)
-    roots = _hold_import_roots() if os.environ.get("GRADER_SANDBOX_UID") else {}
-    _context.seal_grader()
-    if os.environ.get("GRADER_SANDBOX_UID"):
+    from grader.sandbox import context as _context
+    from grader.sandbox import guard, seccomp
+    from grader.sandbox.meter import Meter
+
+    hello = chan.readline()
+    if not hello or not hello.startswith(b"HELLO "):
+        return
+    key = bytes.fromhex(hello[6:].decode("ascii"))
+    module_path = os.path.abspath(os.environ["GRADER_MODULE_PATH"]) if os.environ.get("GRADER_MODULE_PATH") else ""
+    sandbox_dir = os.environ.get("GRADER_SANDBOX_DIR") or (os.path.dirname(module_path) if module_path else os.getcwd())
+
+    meter = Meter()  # starts JAX's backend and plants its sentinels, before any learner code
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)  # "where was it?" on a timeout
+    root = bool(os.environ.get("GRADER_SANDBOX_UID"))
+    if root:
+        _no_network()
+    roots = _hold_import_roots() if root else {}
+    if root:
         _drop_privileges(os.environ["GRADER_SANDBOX_UID"])
-        _reach_import_roots(roots)
+        remapped = _reach_import_roots(roots)
+        _nproc_limit()
+    else:
+        remapped = []
     die_with_parent()
+    _file_limits()
+    grader_dir = os.path.dirname(os.path.dirname(os.path.abspath(_context.__file__)))
+    writable = [p for p in os.environ.get("GRADER_WRITABLE", "").split(os.pathsep) if p]
+    guard_roots = guard.Roots.of_this_python(sandbox=sandbox_dir, grader=grader_dir, extra_library=remapped,
+                                             writable=writable)
 
     # Wait for the go-ahead: the trusted side first finishes loading its checks, so no
     # learner code runs while the check files are on disk.
-    go = chan.read()
-    if go is None or go.get("op") != "import":
+    if chan.readline() != b"IMPORT":
         return
+    import logging
 
-    # Import the learner's module.
+    from grader import plaindata
+
+    logging._srcfile = None  # log records need no caller frame (the guard would refuse the learner's)
+    violations: list[str] = []
+    _context.seal_grader()
+    seccomp.install()  # before the guard, which refuses ctypes
+    guard.install(guard_roots, violations)
+    _serve_requests(chan.buf, key, meter, violations, module_path, plaindata, _context, guard_roots)
+
+
+def _serve_requests(pending: bytes, key: bytes, meter, violations: list, module_path: str, plaindata,
+                    context, roots) -> None:
+    """Start the learner thread and answer requests until the pipe closes (main thread).
+
+    Everything the loop calls is bound here, as locals, before the learner thread starts;
+    the loop itself looks up no global or builtin name (``tests/test_sandbox.py`` checks
+    its bytecode)."""
+    import _hashlib
+    import _json
+    import _queue
+    import _thread
+
+    inbox, outbox = _queue.SimpleQueue(), _queue.SimpleQueue()
+    _thread.start_new_thread(_learner_thread, (inbox, outbox, module_path, plaindata, context, roots))
+    _answer_loop(pending, key, meter.read, meter.problems, violations, inbox.put, outbox.get, os.read, os.write,
+                 _hashlib.hmac_digest, _json.encode_basestring_ascii, int, len, ValueError, OSError,
+                 FD_REQUESTS, FD_ANSWERS, MAX_LINE)
+
+
+def _answer_loop(pending, key, meter_read, meter_problems, violations, to_learner, from_learner, read, write,
+                 hmac_digest, encode_str, int_, len_, ValueError_, OSError_, fd_in, fd_out, max_line) -> None:
+    buf = pending
+    first = True
+    while True:
+        if first:  # the IMPORT answer (id 0) comes without a request
+            rid, payload, first = 0, b"", False
+        else:
+            while b"\n" not in buf:
+                try:
+                    chunk = read(fd_in, 1048576)
+                except OSError_:
+                    return
+                if not chunk or len_(buf) > max_line:
+                    return
+                buf += chunk
+            line, _, buf = buf.partition(b"\n")
+            head, _, payload = line.partition(b" ")
+            try:
+                rid = int_(head)
+            except ValueError_:
+                continue
+        before = meter_read()
+        to_learner((rid, payload))
+        got = from_learner()
+        after = meter_read()
+        body = got[1]
+        if got[0] != rid or b"\n" in body:
+            violations.append("answered out of turn")
+            body = b'{"error":{"kind":"crashed","message":"the sandbox answered out of turn"}}'
+        reasons = b",".join(encode_str(r).encode("ascii") for r in violations + meter_problems())
+        header = b'{"id":%d,"compiles":%d,"traces":%d,"integrity":[%s]}' % (
+            rid, after["compiles"] - before["compiles"], after["traces"] - before["traces"], reasons)
+        mac = hmac_digest(key, header + b"\n" + body, "sha256").hex().encode("ascii")
+        out = mac + b" %d " % len_(header) + header + body + b"\n"
+        try:
+            while out:
+                out = out[write(fd_out, out):]
+        except OSError_:
+            return
+
+
+def _learner_thread(inbox, outbox, module_path: str, plaindata, _context, roots) -> None:
+    """Import the learner's module, then answer requests (the learner thread).  The
+    grader's modules come as arguments: importing them now would be refused."""
+    learner_files = (module_path,)
+    rid, _ = inbox.get()
     name = os.path.splitext(os.path.basename(module_path))[0]
     module = None
     try:
@@ -239,47 +431,49 @@ def serve(chan: "_Channel") -> None:
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
-        hello = {"id": 0, "ok": {"ready": True}}
+        hello = {"ok": {"ready": True}}
     except _NoLearner:
-        hello = {"id": 0, "ok": {"ready": True, "clean": True}}
+        hello = {"ok": {"ready": True, "clean": True}}
     except SyntaxError as exc:
-        hello = {"id": 0, "error": _error("syntax_error", exc, learner_files)}
+        hello = {"error": _error("syntax_error", exc, learner_files)}
     except NotImplementedError as exc:
-        hello = {"id": 0, "error": _error("not_implemented", exc, learner_files)}
+        hello = {"error": _error("not_implemented", exc, learner_files)}
     except BaseException as exc:  # noqa: BLE001 - SystemExit included: a submission may not leave
         kind = "exit" if isinstance(exc, SystemExit) else "import_error"
-        hello = {"id": 0, "error": _error(kind, exc, learner_files)}
-    chan.write(hello)
+        hello = {"error": _error(kind, exc, learner_files)}
+    outbox.put((rid, _encode(hello)))
     if "error" in hello:
         return
 
-    ctx = _context.Context(module=module, module_path=module_path)
+    ctx = _context.Context(module=module, module_path=module_path, roots=roots)
     while True:
-        req = chan.read()
-        if req is None or req.get("op") == "shutdown":
-            return
-        rid = req.get("id")
+        rid, payload = inbox.get()
         try:
+            req = json.loads(payload)
             args = plaindata.from_plain(req.get("args", []))
             kwargs = plaindata.from_plain(req.get("kwargs", {}))
             result = ctx.dispatch(req["op"], req["target"], args, kwargs)
-            reply = {"id": rid, "ok": plaindata.to_plain(result)}
+            reply = {"ok": plaindata.to_plain(result)}
         except _context.MissingFunction as exc:
-            reply = {"id": rid, "error": {"kind": "missing_function", "message": str(exc)}}
+            reply = {"error": {"kind": "missing_function", "message": str(exc)}}
         except plaindata.NotPlainData as exc:
-            reply = {"id": rid, "error": {"kind": "bad_return", "message": str(exc)}}
+            reply = {"error": {"kind": "bad_return", "message": str(exc)}}
         except NotImplementedError as exc:
-            reply = {"id": rid, "error": _error("not_implemented", exc, learner_files)}
+            reply = {"error": _error("not_implemented", exc, learner_files)}
         except SystemExit as exc:
-            reply = {"id": rid, "error": _error("exit", exc, learner_files)}
+            reply = {"error": _error("exit", exc, learner_files)}
         except MemoryError as exc:
-            reply = {"id": rid, "error": _error("memory", exc, learner_files)}
+            reply = {"error": _error("memory", exc, learner_files)}
         except BaseException as exc:  # noqa: BLE001 - report every failure as data
-            reply = {"id": rid, "error": _error("exception", exc, learner_files)}
-        try:
-            chan.write(reply)
-        except ValueError as exc:  # e.g. a value JSON cannot carry
-            chan.write({"id": rid, "error": {"kind": "bad_return", "message": str(exc)}})
+            reply = {"error": _error("exception", exc, learner_files)}
+        outbox.put((rid, _encode(reply)))
+
+
+def _encode(reply: dict) -> bytes:
+    try:
+        return json.dumps(reply, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    except (ValueError, TypeError) as exc:  # e.g. a value JSON cannot carry
+        return json.dumps({"error": {"kind": "bad_return", "message": str(exc)[:500]}}).encode("utf-8")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import pytest
 
 from grader.checks.ex01_recompile import as_count, expected_score, mode_of
 from grader.feedback import CheckFailed, expect_array, expect_close
-from grader.testing import expect_compiles
+from grader.testing import count_compiles, expect_compiles
 
 # ---------------------------------------------------------------------------------------
 # Drawing call sequences.  A call is held as a state
@@ -451,13 +451,13 @@ def draw_workload(rng):
 def workload(submission, seed):
     rng = np.random.default_rng([seed, zlib.crc32(b"ex01-workload")])
     requests, budget = draw_workload(rng)
-    result = submission.probe("generic:count_compiles", "score", requests)
-    return requests, budget, result
+    outputs, compiles = count_compiles(submission, "score", requests)
+    return requests, budget, outputs, compiles
 
 
 def test_workload_outputs_correct(workload):
-    requests, _, result = workload
-    for req, out in zip(requests, result["outputs"]):
+    requests, _, outputs, _ = workload
+    for req, out in zip(requests, outputs):
         expected = expected_score(req)
         what = f"score(...) in mode {mode_of(req['args'], req['kwargs'])!r}"
         out = expect_array(out, shape=expected.shape, dtype="float32", what=what)
@@ -466,9 +466,9 @@ def test_workload_outputs_correct(workload):
                           "entropy = -sum(p * log p); all along the last axis")
 
 
-def test_workload_within_compile_budget(workload, learner_names):
-    _, budget, result = workload
-    expect_compiles(result["compiles"], learner_names, at_least=1, at_most=budget, what="score",
+def test_workload_within_compile_budget(workload):
+    _, budget, _, compiles = workload
+    expect_compiles(compiles, at_least=1, at_most=budget, what="score",
                     hint=f"this workload used {budget} (logits shape, mode) pairs, each with many temperatures, shift "
                          "as a Python float and as an array, and mode positional and by keyword; keep `mode` static "
                          "and `temperature` traced, and hand your jitted function the same kind of arguments every "

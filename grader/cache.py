@@ -1,0 +1,99 @@
+"""The persistent XLA compile cache of a learner's own gradings, kept small and safe.
+
+Re-grading the same file skips XLA's compile work when JAX finds the programs in its
+persistent cache.  The cache is used only where nothing that counts is at stake: a
+public-only grading, not as root (``grader.runner.compile_cache_for``).  Even there:
+
+* each cache folder is keyed by the *contents* of the graded files (the snapshot's
+  digest), so what one version of a file wrote is never read while grading another;
+* folders are created, never followed through a link, and must belong to the grader's
+  user; anything else found in their place is refused (the cache is then simply off);
+* the whole cache is capped at ``MAX_TOTAL_BYTES``: the folders used least recently go
+  first; ``grade cache clear`` (and ``make clean``) remove it all.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+MAX_TOTAL_BYTES = 256 << 20
+
+
+def cache_base() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jax-exercises-grader"
+
+
+def _own_folder(path: Path) -> bool:
+    """``path`` is (now) a real folder of ours, not a link or someone else's."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return False
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
+
+
+def compile_cache_folder(key: str) -> Path | None:
+    """The cache folder for files with digest ``key`` (None when it cannot be made safely)."""
+    base = cache_base()
+    try:
+        base.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    if not _own_folder(base) or not key.isalnum():
+        return None
+    folder = base / key
+    if not _own_folder(folder):
+        return None
+    os.utime(folder)  # most recently used
+    prune(base)
+    return folder
+
+
+def _size(folder: Path) -> int:
+    total = 0
+    for root, _, names in os.walk(folder, followlinks=False):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def prune(base: Path | None = None, limit: int = MAX_TOTAL_BYTES) -> int:
+    """Remove the least recently used folders until the cache fits ``limit``; returns bytes freed."""
+    base = base or cache_base()
+    try:
+        folders = [p for p in base.iterdir() if p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return 0
+    sized = sorted(((p.stat().st_mtime, _size(p), p) for p in folders), key=lambda t: t[0])
+    total = sum(size for _, size, _ in sized)
+    freed = 0
+    for _, size, path in sized:
+        if total <= limit:
+            break
+        shutil.rmtree(path, ignore_errors=True)
+        total -= size
+        freed += size
+    return freed
+
+
+def clear() -> tuple[int, int]:
+    """Remove the whole cache; returns (folders, bytes) removed."""
+    base = cache_base()
+    if not base.is_dir() or base.is_symlink():
+        return 0, 0
+    folders = [p for p in base.iterdir() if p.is_dir() and not p.is_symlink()]
+    size = sum(_size(p) for p in folders)
+    shutil.rmtree(base, ignore_errors=True)
+    return len(folders), size

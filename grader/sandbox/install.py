@@ -1,0 +1,50 @@
+"""The grader code that sandbox workers import: a private copy, never the checkout.
+
+A worker needs the ``grader`` package (its probes, the plain-data codec, the guard) and
+nothing else of the course.  Importing it from the course's checkout would put that
+checkout -- with ``.git``, ``solutions/``, ``fixtures/`` -- on the worker's import path,
+so each grading process copies the package's Python files once into a fresh folder and
+every worker (and zygote) imports from there.  As root the copy is owned by root and
+read-only to everyone else (folders 0755, files 0644), so the sandbox's user can read the
+grader's (public) code but change nothing in it; the course's checkout itself is closed to
+other users (``grader.sandbox.user.protect``).  The copy is removed when the process that
+made it exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1]  # the running grader package
+_copy: tuple[int, Path] | None = None  # (pid that made it, its folder)
+
+
+def grader_base() -> Path:
+    """A folder holding a read-only copy of the ``grader`` package (made once per process)."""
+    global _copy
+    if _copy is not None and _copy[0] == os.getpid() and (_copy[1] / "grader").is_dir():
+        return _copy[1]
+    base = Path(tempfile.mkdtemp(prefix="grade-code-"))
+    for src in sorted(PACKAGE.rglob("*.py")):
+        if "__pycache__" in src.parts:
+            continue
+        dest = base / "grader" / src.relative_to(PACKAGE)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+    if os.geteuid() == 0:
+        for folder, dirs, files in os.walk(base):
+            os.chmod(folder, 0o755)
+            for name in files:
+                os.chmod(os.path.join(folder, name), 0o644)
+    atexit.register(_remove, os.getpid(), base)
+    _copy = (os.getpid(), base)
+    return base
+
+
+def _remove(pid: int, base: Path) -> None:
+    if os.getpid() == pid:  # not in a forked child that inherited the hook
+        shutil.rmtree(base, ignore_errors=True)
