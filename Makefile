@@ -29,6 +29,7 @@ verify: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench.py
+	$(BIN)/python tests/bench_compare.py
 
 clean:
 	rm -rf $(VENV) *.egg-info

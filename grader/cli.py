@@ -340,9 +340,11 @@ def verify_cmd(exercises: tuple[int, ...], as_json: bool, jobs: int, numbers: tu
 
 
 from grader.cli_batch import batch_cmd, gradebook_group  # noqa: E402 - they import this module's helpers
+from grader.cli_compare import compare_cmd  # noqa: E402
 
 main.add_command(batch_cmd)
 main.add_command(gradebook_group)
+main.add_command(compare_cmd)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

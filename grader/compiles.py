@@ -29,8 +29,10 @@ compilation's argument signature and the reason for each cache miss -- for feedb
 from __future__ import annotations
 
 import logging
+import os
 
 from grader import jaxcompat
+from grader.sandbox.guard import Roots
 
 LIBRARY = "library"  # the guard's name for the Python installation's code
 
@@ -42,11 +44,7 @@ class CompileRecorder:
     it says where a code object comes from; by default, this Python's installation."""
 
     def __init__(self, roots=None, explain_cache_misses: bool = False):
-        if roots is None:
-            import os
-
-            from grader.sandbox.guard import Roots
-
+        if roots is None:  # nothing is imported here: inside a worker, importing grader is refused
             here = os.path.dirname(os.path.abspath(__file__))
             roots = Roots.of_this_python(sandbox=os.getcwd(), grader=here)
         self.roots = roots

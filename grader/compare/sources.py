@@ -1,0 +1,224 @@
+"""SOURCE arguments of `grade compare` -> the class's solutions of one exercise.
+
+A SOURCE is either
+
+* a **gradebook** file (written by ``grade batch`` or ``grade gradebook import``): every
+  submission's latest grading of the exercise, with its outcome.  The code is found where
+  the grading left it: the clone ``grade batch`` made next to the gradebook
+  (``grades.repos/``), read at the graded commit, or the graded folder itself.  A result
+  imported from elsewhere has no code here: it keeps its outcome, and the report says its
+  approach could not be measured;
+* a **submission** as ``grade batch`` takes it (a folder, a git repository path or URL,
+  ``NAME=SOURCE``; ``grader.batch.locate``/``fetch``): its outcome is looked up later
+  (gradebook, compare's cache) or graded.
+
+Submissions are identified as the gradebook identifies them (``submission_key``) and
+shown only by their label.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import re
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Any
+
+from grader.manifest import Exercise
+from grader.results import ExerciseResult
+
+
+class CompareUsageError(ValueError):
+    """A SOURCE or option that cannot be used; the message says why and what to do."""
+
+
+@dataclasses.dataclass
+class Solution:
+    label: str  # as the gradebook (or ``grade batch``) labels it
+    key: str  # the submission's identity
+    root: Path | None  # a checkout holding the exercise's files; None: no code here
+    content_hash: str = ""
+    result: ExerciseResult | None = None
+    outcome_origin: str = ""  # "gradebook", "compare cache", "graded now", or "" (none)
+    note: str = ""  # what the report should say about this submission
+    graded_hash: str = ""  # the content hash the gradebook recorded with the outcome
+
+    def module_path(self, ex: Exercise) -> Path | None:
+        return None if self.root is None else ex.learner_paths(self.root)[0]
+
+    def code(self, ex: Exercise) -> str | None:
+        path = self.module_path(ex)
+        try:
+            return path.read_text(encoding="utf-8") if path is not None else None
+        except (OSError, UnicodeDecodeError):
+            return None
+
+
+@dataclasses.dataclass
+class Collected:
+    solutions: list[Solution]
+    gradebooks: list[Path]
+    problems: list[str]  # SOURCEs that could not be used (e.g. a fork that could not be fetched)
+
+
+def is_gradebook_file(arg: str) -> bool:
+    return Path(arg).is_file()
+
+
+def open_gradebook(path: Path):
+    """A gradebook opened read-only in spirit (``create=False``); CompareUsageError when it is not one."""
+    from grader.gradebook import Gradebook, GradebookError
+
+    try:
+        return Gradebook(path, create=False)
+    except GradebookError as exc:
+        raise CompareUsageError(f"cannot read the gradebook {path}: {exc}") from None
+
+
+def _git(root: Path, *args: str) -> bytes:
+    proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise OSError(proc.stderr.decode("utf-8", "replace").strip() or f"git {args[0]} failed")
+    return proc.stdout
+
+
+def _is_git(root: Path) -> bool:
+    return (root / ".git").exists() or ((root / "HEAD").is_file() and (root / "objects").is_dir())
+
+
+def _at_commit(root: Path, commit: str, ex: Exercise, workdir: Path) -> Path:
+    """The exercise's folder of ``root`` as it was at ``commit``, unpacked under ``workdir``."""
+    try:
+        head = _git(root, "rev-parse", "--verify", "HEAD^{commit}").decode().strip()
+        dirty = _git(root, "status", "--porcelain", "--", f"exercises/{ex.dir}").strip() if not (root / "HEAD").is_file() else b""
+    except (OSError, subprocess.TimeoutExpired):
+        head, dirty = "", b""
+    if head == commit and not dirty and (root / "exercises").is_dir():
+        return root
+    data = _git(root, "archive", "--format=tar", commit, "--", f"exercises/{ex.dir}")
+    dest = workdir / f"at-{commit[:12]}-{hashlib.sha256(str(root).encode()).hexdigest()[:8]}"
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        try:
+            tar.extractall(dest, filter="data")
+        except TypeError:  # Python before 3.11.4: git archive of our own clone holds plain files only
+            tar.extractall(dest)
+    return dest
+
+
+def clone_dir(gradebook: Path, label: str, key: str) -> Path:
+    """Where ``grade batch`` cloned a git submission (see ``grader.batch.fetch``)."""
+    from grader import batch
+
+    safe = re.sub(r"[^\w.-]+", "_", label)[:40] or "repo"
+    return batch.repo_cache(gradebook) / f"{safe}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+def _code_root(row: dict[str, Any], gradebook: Path, ex: Exercise, workdir: Path) -> tuple[Path | None, str]:
+    """Where a graded submission's files are, and a note for the report."""
+    from grader.gradebook import split_submission
+
+    what, commit = row["source"], row["commit"]
+    if not commit:
+        what, commit = split_submission(what)
+    candidates = [clone_dir(gradebook, row["submission"], row["submission_key"])]
+    if what and not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://|^[\w.-]+@[\w.-]+:", what):
+        candidates.append(Path(what))
+    for root in candidates:
+        if not root.is_dir():
+            continue
+        if commit and _is_git(root):
+            try:
+                return _at_commit(root, commit, ex, workdir), ""
+            except (OSError, tarfile.TarError, subprocess.TimeoutExpired):
+                continue
+        return root, ""
+    return None, "its code is not on this machine (graded elsewhere): outcome only"
+
+
+def _unique_labels(solutions: list[Solution]) -> None:
+    seen: dict[str, int] = {}
+    for s in solutions:
+        n = seen.get(s.label, 0) + 1
+        seen[s.label] = n
+        if n > 1:
+            s.label = f"{s.label} ({n})"
+
+
+def from_gradebook(path: Path, ex: Exercise, workdir: Path) -> list[Solution]:
+    """Every submission's latest grading of ``ex`` in the gradebook at ``path``."""
+    from grader import batch
+
+    with open_gradebook(path) as book:
+        rows = [r for r in book.gradings(private=True) if r["exercise"] == ex.number]
+    out = []
+    for row in rows:
+        root, note = _code_root(row, path, ex, workdir)
+        sol = Solution(row["submission"], row["submission_key"], root, result=ExerciseResult.from_dict(row["result"]),
+                       outcome_origin="gradebook", note=note, graded_hash=row["content_hash"])
+        if root is not None:
+            sol.content_hash = batch.content_hash(ex, root)
+            if sol.graded_hash and sol.graded_hash != sol.content_hash:
+                sol.note = "its files changed since this grading: the outcome is of an earlier version"
+        out.append(sol)
+    return out
+
+
+def from_submissions(args: list[str], ex: Exercise, cache: Path) -> tuple[list[Solution], list[str]]:
+    """Folders and git repositories, fetched as ``grade batch`` fetches them."""
+    from grader import batch
+
+    out, problems = [], []
+    for arg in args:
+        try:
+            spec = batch.locate(arg)
+        except batch.SourceError as exc:
+            raise CompareUsageError(str(exc)) from None
+        try:
+            sub = batch.fetch(spec, cache)
+        except batch.FetchError as exc:
+            problems.append(f"could not fetch {spec.label}: {exc}")
+            continue
+        out.append(Solution(sub.label, sub.key, sub.root, content_hash=batch.content_hash(ex, sub.root)))
+    return out, problems
+
+
+def collect(args: list[str], ex: Exercise, *, gradebook: Path | None, workdir: Path) -> Collected:
+    """Every SOURCE's solutions of ``ex``; a submission given twice (a gradebook and its
+    folder) is kept once, with the folder's files."""
+    if not args:
+        raise CompareUsageError("give at least one SOURCE: a gradebook file, or submission folders / git forks")
+    books = [Path(a) for a in args if is_gradebook_file(a)]
+    folders = [a for a in args if not is_gradebook_file(a)]
+    solutions: dict[str, Solution] = {}
+    for book in books:
+        for sol in from_gradebook(book, ex, workdir):
+            solutions.setdefault(sol.key, sol)
+    cache_book = gradebook or (books[0] if books else None)
+    from grader import batch
+
+    cache = batch.repo_cache(cache_book) if cache_book else workdir / "repos"
+    found, problems = from_submissions(folders, ex, cache)
+    for sol in found:
+        known = solutions.get(sol.key)
+        if known is not None and known.result is not None and known.graded_hash in ("", sol.content_hash):
+            sol.result, sol.outcome_origin, sol.graded_hash = known.result, known.outcome_origin, known.graded_hash
+        solutions[sol.key] = sol
+    result = list(solutions.values())
+    _unique_labels(result)
+    return Collected(result, books, problems)
+
+
+def checks_digest(ex: Exercise, course: Path, hidden: Path) -> str:
+    """What decides the exercise's verdicts: its manifest entry and its check files."""
+    h = hashlib.sha256(b"compare-checks-v1\0")
+    h.update(repr((ex.number, ex.files, ex.timeout_s, ex.memory_mb, ex.cpu_devices, ex.checks)).encode())
+    for path in (ex.public_checks(course), ex.hidden_checks(hidden)):
+        try:
+            h.update(path.read_bytes())
+        except OSError:
+            h.update(b"<missing>")
+    return h.hexdigest()[:32]

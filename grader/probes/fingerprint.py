@@ -1,0 +1,350 @@
+"""Probes for `grade compare`: how a learner's function is built, measured on fixed inputs.
+
+``fingerprint:measure(ctx, spec)`` takes one measurement of ``grader/compare/specs.py``
+(plain data: a ``kind``, the learner function's name, fixed inputs) and returns plain
+facts, never a verdict.  Kinds:
+
+``jax``        trace ``target`` on the first call's inputs (``static`` keyword arguments
+               bound first; ``transform = "grad"`` measures ``jax.grad`` of the sum of its
+               first output instead): the canonical jaxpr (``grader.compare.jaxpr_canon``),
+               primitive counts and equation counts; then run every call in ``calls``
+               (same shapes, other values or argument kinds) while counting compiles of
+               the learner's functions; then XLA's ``cost_analysis`` (flops, bytes
+               accessed) of the jitted function and its median run time.
+``value``      call ``target`` once per call in ``calls`` and return the outputs (pure-Python
+               functions; ``numpy = true`` hands arrays over as NumPy, as a data loader would).
+``jaxpr_arg``  trace a function the spec writes (``source``) and hand the ``ClosedJaxpr``
+               to ``target`` (exercise 6's ``count_primitives``); return its output.
+``mesh``       build a ``(data, model)`` mesh, place the host arrays with ``place``
+               (``shard_inputs``), then compile ``target`` on them: the input layouts,
+               collectives in the optimized HLO, cost analysis and run time.
+
+A step that fails is recorded in ``errors`` (``"<ExceptionType>: <first line>"``; a
+``NotImplementedError`` as ``not_implemented``) and the other steps still run.  Every JAX
+entry point is bound when this module is imported, before the learner's module loads.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import statistics
+import time
+from collections.abc import Mapping
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import stages as _stages
+from jax.sharding import Mesh as _Mesh
+
+from grader.compare import jaxpr_canon
+
+try:  # bound now: this module may import nothing once learner code runs
+    from jax._src import monitoring as _monitoring
+except ImportError:  # pragma: no cover - a JAX without it: compile counts are not measured
+    _monitoring = None
+
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"  # fires once per XLA compilation
+_JIT_NAME = re.compile(r"^(?:jit|pjit)\((.*)\)$")
+_make_jaxpr = jax.make_jaxpr
+_device_put = jax.device_put
+_jit = jax.jit
+_grad = jax.grad
+_block = jax.block_until_ready
+_devices = jax.devices
+_jsum = jnp.sum
+_Array = jax.Array
+_ShapeDtypeStruct = jax.ShapeDtypeStruct
+_compile = _stages.Lowered.compile
+_cost_analysis = _stages.Compiled.cost_analysis
+_as_text = _stages.Compiled.as_text
+_input_shardings = _stages.Compiled.input_shardings.fget
+_run_compiled = _stages.Compiled.__call__
+_asarray = np.asarray
+_perf = time.perf_counter
+_partial = functools.partial
+_median = statistics.median
+_NAMESPACE = {"jax": jax, "jnp": jnp, "lax": jax.lax}
+
+MAX_OUTPUT_ELEMENTS = 4096
+_PLAIN_DTYPES = frozenset(["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                           "float16", "float32", "float64", "complex64", "complex128", "bfloat16"])
+_names_cache: dict[int, frozenset[str]] = {}
+
+
+def _first_line(exc: BaseException, limit: int = 300) -> str:
+    if isinstance(exc, NotImplementedError):
+        return "not_implemented"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:limit] if text else ''}".rstrip(": ")
+
+
+def _step(facts: dict, name: str, work: Callable[[], Any]) -> Any:
+    """Run one measuring step; a failure is recorded under ``errors`` and gives None."""
+    try:
+        return work()
+    except Exception as exc:  # noqa: BLE001 - measured, not judged
+        facts.setdefault("errors", {})[name] = _first_line(exc)
+        return None
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """Whatever the learner's code returned, as plain data (unknown objects as text)."""
+    if depth > 8:
+        return "<nested too deeply>"
+    t = type(value)
+    if value is None or t in (bool, str, int, float):
+        return value
+    if isinstance(value, (np.ndarray, np.generic, _Array)):
+        arr = _asarray(value)
+        if str(arr.dtype) not in _PLAIN_DTYPES:
+            return f"<array of {arr.dtype}>"
+        if arr.size > MAX_OUTPUT_ELEMENTS:
+            return {"shape": list(arr.shape), "dtype": str(arr.dtype), "elements": int(arr.size)}
+        return arr
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v, depth + 1) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, depth + 1) for v in value]
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    return str(value)[:300]
+
+
+def to_jax(tree: Any) -> Any:
+    """NumPy arrays -> JAX arrays, recursively (``device_put``: nothing compiles)."""
+    if isinstance(tree, np.ndarray):
+        return _device_put(tree)
+    if isinstance(tree, list):
+        return [to_jax(x) for x in tree]
+    if isinstance(tree, tuple):
+        return tuple(to_jax(x) for x in tree)
+    if isinstance(tree, dict):
+        return {k: to_jax(v) for k, v in tree.items()}
+    return tree
+
+
+def _code_names(code, out: set[str]) -> None:
+    out.add(code.co_name)
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            _code_names(const, out)
+
+
+def _learner_names(ctx) -> frozenset[str]:
+    """Names of every function the learner's module defines (nested ones included): a
+    compilation of one of them is the learner's, any other is incidental."""
+    module = getattr(ctx, "module", None)
+    key = id(module)
+    if key not in _names_cache:
+        filename = getattr(module, "__file__", None)
+        names: set[str] = set()
+        for value in list(vars(module).values()) if module is not None else []:
+            for _ in range(4):  # jit and partial wrappers keep the function in __wrapped__ / .func
+                code = getattr(value, "__code__", None)
+                if code is not None:
+                    if filename is None or code.co_filename == filename:
+                        _code_names(code, names)
+                    break
+                value = getattr(value, "__wrapped__", None) or getattr(value, "func", None)
+                if value is None:
+                    break
+        _names_cache[key] = frozenset(names - {"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
+    return _names_cache[key]
+
+
+class _Compiles:
+    """Counts XLA compilations by function name (``jax.monitoring``'s backend-compile event)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def _listener(self, event: str, duration: float, **kw: Any) -> None:
+        if event == _COMPILE_EVENT:
+            name = str(kw.get("fun_name", ""))
+            m = _JIT_NAME.match(name)
+            self.names.append(m.group(1) if m else name)
+
+    def __enter__(self) -> "_Compiles":
+        if _monitoring is not None:
+            _monitoring.register_event_duration_secs_listener(self._listener)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if _monitoring is not None:
+            try:
+                _monitoring.unregister_event_duration_listener(self._listener)
+            except (AssertionError, ValueError):
+                pass
+
+    def by_name(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for n in self.names:
+            counts[n] = counts.get(n, 0) + 1
+        return counts
+
+
+def _jaxpr_facts(facts: dict, closed) -> None:
+    facts["jaxpr"] = jaxpr_canon.canonical_text(closed)
+    facts["primitives"] = jaxpr_canon.primitive_counts(closed)
+    facts["eqns"] = sum(1 for _ in jaxpr_canon.equations(closed))
+    facts["top_level_eqns"] = len(getattr(closed, "jaxpr", closed).eqns)
+
+
+def _cost_facts(facts: dict, compiled) -> None:
+    cost = _cost_analysis(compiled)
+    if isinstance(cost, (list, tuple)):
+        cost = cost[0] if cost else {}
+    cost = dict(cost or {})
+    facts["flops"] = float(cost.get("flops", -1.0))
+    facts["bytes_accessed"] = float(cost.get("bytes accessed", -1.0))
+
+
+def _timed(run: Callable[[], Any], reps: int) -> float:
+    times = []
+    for _ in range(max(1, reps)):
+        t0 = _perf()
+        _block(run())
+        times.append(_perf() - t0)
+    return float(_median(times))
+
+
+def _first_output(out: Any) -> Any:
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def _target(ctx, spec: dict) -> tuple[Callable, Callable]:
+    """The function to measure, and how to lower it for XLA's cost analysis: through the
+    learner's own ``jit`` when it has one (its executable is then already compiled by the
+    calls, so nothing compiles twice), else through a ``jit`` of ours."""
+    fn = ctx.function(spec["target"])
+    static = spec.get("static") or {}
+    f = _partial(fn, **static) if static else fn
+    if spec.get("transform") == "grad":
+        argnums = tuple(spec.get("argnums", [0]))
+        inner = f
+        g = _grad(lambda *a, **k: _jsum(_first_output(inner(*a, **k))), argnums=argnums)
+        return g, _jit(g).lower
+    own_lower = getattr(fn, "lower", None)
+    if callable(own_lower):
+        return f, lambda *a, **k: own_lower(*a, **static, **k)
+    return f, _jit(f).lower
+
+
+def _measure_jax(ctx, spec: dict) -> dict:
+    f, lower = _target(ctx, spec)
+    calls = [(to_jax(list(c.get("args", []))), to_jax(dict(c.get("kwargs", {})))) for c in spec["calls"]]
+    _block(calls)
+    args, kwargs = calls[0]
+    facts: dict = {}
+    closed = _step(facts, "jaxpr", lambda: _make_jaxpr(f)(*args, **kwargs))
+    if closed is not None:
+        _step(facts, "jaxpr", lambda: _jaxpr_facts(facts, closed))
+    names = _learner_names(ctx)
+
+    def run_calls():
+        with _Compiles() as rec:
+            outs = [_block(f(*a, **k)) for a, k in calls]
+        by_name = rec.by_name()
+        facts["compiles"] = sum(n for name, n in by_name.items() if name in names)
+        facts["compiles_by_name"] = by_name
+        facts["output"] = _plain(outs[0])
+
+    _step(facts, "run", run_calls)
+    if "run" not in facts.get("errors", {}):
+        facts["seconds"] = _step(facts, "time", lambda: _timed(lambda: f(*args, **kwargs), spec.get("reps", 3)))
+    _step(facts, "cost", lambda: _cost_facts(facts, _compile(lower(*args, **kwargs))))
+    return facts
+
+
+def _measure_value(ctx, spec: dict) -> dict:
+    fn = ctx.function(spec["target"])
+    calls = [(list(c.get("args", [])), dict(c.get("kwargs", {}))) for c in spec["calls"]]
+    if not spec.get("numpy"):
+        calls = [(to_jax(a), to_jax(k)) for a, k in calls]
+    facts: dict = {}
+    t0 = _perf()
+    outs = _step(facts, "run", lambda: [_block(fn(*a, **k)) for a, k in calls])
+    if outs is not None:
+        facts["seconds"] = (_perf() - t0) / max(1, len(calls))
+        facts["output"] = _step(facts, "output", lambda: _plain(outs))
+    return facts
+
+
+def _trace_source(source: str, fn_name: str, arg_specs: list):
+    namespace = dict(_NAMESPACE)
+    namespace["__name__"] = "compare_fixed_input"
+    exec(compile(source, "<grade-compare-spec>", "exec"), namespace)  # source from the trusted spec
+    args = [_ShapeDtypeStruct(tuple(shape), dtype) for shape, dtype in arg_specs]
+    return _make_jaxpr(namespace[fn_name])(*args)
+
+
+def _measure_jaxpr_arg(ctx, spec: dict) -> dict:
+    fn = ctx.function(spec["target"])
+    closed = _trace_source(spec["source"], spec["fn_name"], spec["arg_specs"])
+    facts: dict = {}
+    t0 = _perf()
+    out = _step(facts, "run", lambda: fn(closed))
+    if "run" not in facts.get("errors", {}):
+        facts["seconds"] = _perf() - t0
+        facts["output"] = _step(facts, "output", lambda: _plain(out))
+    return facts
+
+
+def _layout(sharding, shape: tuple) -> dict:
+    """A layout independent of how it was spelled: the block each device holds."""
+    blocks = {tuple((sl.indices(n)[0], sl.indices(n)[1]) for sl, n in zip(index, shape))
+              for index in sharding.devices_indices_map(shape).values()}
+    spec = getattr(sharding, "spec", None)
+    return {"shard_shape": [int(n) for n in sharding.shard_shape(shape)], "distinct_blocks": len(blocks),
+            "spec": None if spec is None else str(spec)}
+
+
+def _measure_mesh(ctx, spec: dict) -> dict:
+    d, m = (int(n) for n in spec["mesh_shape"])
+    mesh = _Mesh(np.array(_devices()[: d * m]).reshape(d, m), tuple(spec["axes"]))
+    host = [_asarray(a) for a in spec["args"]]
+    facts: dict = {}
+    placed = _step(facts, "place", lambda: ctx.function(spec["place"])(mesh, *host))
+    if placed is None:
+        return facts
+    items = list(placed) if isinstance(placed, (list, tuple)) else []
+    if len(items) != len(host) or not all(isinstance(a, _Array) for a in items):
+        facts.setdefault("errors", {})["place"] = f"{spec['place']} did not return {len(host)} JAX arrays"
+        return facts
+    fn = ctx.function(spec["target"])
+    closed = _step(facts, "jaxpr", lambda: _make_jaxpr(fn)(*items))
+    if closed is not None:
+        _jaxpr_facts(facts, closed)
+    compiled = _step(facts, "compile", lambda: _compile(_jit(fn).lower(*items)))
+    if compiled is None:
+        return facts
+    facts["layouts"] = [_layout(s, tuple(a.shape)) for s, a in zip(_input_shardings(compiled)[0], items)]
+    facts["collectives"] = jaxpr_canon.collective_counts(_as_text(compiled))
+    _step(facts, "cost", lambda: _cost_facts(facts, compiled))
+    facts["output"] = _step(facts, "run", lambda: _plain(_block(_run_compiled(compiled, *items))))
+    facts["seconds"] = _step(facts, "time", lambda: _timed(lambda: _run_compiled(compiled, *items),
+                                                           spec.get("reps", 5)))
+    return facts
+
+
+_KINDS: dict[str, Callable[[Any, dict], dict]] = {
+    "jax": _measure_jax, "value": _measure_value, "jaxpr_arg": _measure_jaxpr_arg, "mesh": _measure_mesh,
+}
+
+
+def measure(ctx, spec: dict) -> dict:
+    """One measurement of a spec (see the module docstring); plain facts."""
+    kind = spec.get("kind")
+    if kind not in _KINDS:
+        raise ValueError(f"unknown measurement kind {kind!r}")
+    t0 = _perf()
+    facts = _KINDS[kind](ctx, spec)
+    facts["wall_s"] = _perf() - t0
+    return facts
