@@ -301,12 +301,14 @@ def hint_cmd(number: int, show_all: bool, reset: bool, submission: Path | None) 
 
 @main.command("release")
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--force", is_flag=True, help="Replace OUT's contents (OUT/.git is kept).")
-def release_cmd(out: Path, force: bool) -> None:
+@click.option("--force", is_flag=True, help="Replace an earlier release in OUT (OUT/.git is kept).")
+@click.option("--replace-any-folder", "replace_any", is_flag=True,
+              help="With --force: replace OUT's files even when OUT is not an earlier release.")
+def release_cmd(out: Path, force: bool, replace_any: bool) -> None:
     """Write the repository learners fork: stubs, statements, public checks, grader; no solutions."""
     from grader import release
 
-    sys.exit(release.release_command_impl(out, force, course=course_root()))
+    sys.exit(release.release_command_impl(out, force, course=course_root(), replace_any=replace_any))
 
 
 @main.command("verify")

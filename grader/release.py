@@ -339,7 +339,16 @@ def find_leaks(release: Path, course: Path) -> list[Leak]:
 
 # --- writing it ------------------------------------------------------------------------
 
-def _check_out(course: Path, out: Path, force: bool) -> None:
+def _is_release(folder: Path) -> bool:
+    """Whether ``folder`` holds an earlier release (its RELEASE.json, as this module writes it)."""
+    try:
+        doc = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("format_version") == RELEASE_FORMAT_VERSION and "files" in doc
+
+
+def _check_out(course: Path, out: Path, force: bool, replace_any: bool = False) -> None:
     if out == course or course.is_relative_to(out):
         raise ReleaseError(f"{out} holds the course itself; choose an empty folder outside it")
     for top in ("exercises", "grader", *SECRET_DIRS):
@@ -347,12 +356,16 @@ def _check_out(course: Path, out: Path, force: bool) -> None:
             raise ReleaseError(f"{out} is inside the course's {top}/; choose a folder outside it")
     if out.exists() and not out.is_dir():
         raise ReleaseError(f"{out} is a file; give a folder")
-    if out.is_dir() and any(p.name != ".git" for p in out.iterdir()) and not force:
-        raise ReleaseError(f"{out} is not empty; give an empty folder, or --force to replace its contents "
-                           f"(a .git folder there is kept)")
+    holds = out.is_dir() and any(p.name != ".git" for p in out.iterdir())
+    if holds and not force:
+        raise ReleaseError(f"{out} is not empty; give an empty folder, or --force to replace an earlier release "
+                           f"there (a .git folder there is kept)")
+    if holds and not _is_release(out) and not replace_any:
+        raise ReleaseError(f"{out} is not an earlier release (no {MANIFEST_NAME} of one): --force would delete its "
+                           f"files; give an empty folder, or add --replace-any-folder if deleting them is meant")
 
 
-def build_release(course_root: Path, out: Path, *, force: bool = False) -> ReleaseReport:
+def build_release(course_root: Path, out: Path, *, force: bool = False, replace_any: bool = False) -> ReleaseReport:
     """Write the learners' repository for the course at ``course_root`` into ``out``.
 
     Raises ``ReleaseError`` (OUT unusable), ``CourseError`` (course incomplete) or
@@ -360,7 +373,7 @@ def build_release(course_root: Path, out: Path, *, force: bool = False) -> Relea
     """
     course = Path(course_root).resolve()
     out = Path(out).resolve()
-    _check_out(course, out, force)
+    _check_out(course, out, force, replace_any)
     manifest = _course_manifest(course)
     pairs = allowlist(course, manifest)
     version = grader_version(course)
@@ -396,17 +409,17 @@ def build_release(course_root: Path, out: Path, *, force: bool = False) -> Relea
     return report
 
 
-def release_command_impl(out: Path, force: bool = False, *, course: Path | None = None) -> int:
+def release_command_impl(out: Path, force: bool = False, *, course: Path | None = None,
+                         replace_any: bool = False) -> int:
     """What `grade release OUT [--force]` does; returns the exit status (0, 1 leak, 2 usage, 3 course)."""
     import click
 
-    echo = click.echo
-    if course is None:
-        from grader.cli import course_root
+    from grader.cli_common import course_root
 
-        course = course_root()
+    echo = click.echo
+    course = course if course is not None else course_root()
     try:
-        report = build_release(course, out, force=force)
+        report = build_release(course, out, force=force, replace_any=replace_any)
     except ReleaseError as exc:
         echo(f"Error: {exc}", err=True)
         return exc.exit_code

@@ -194,9 +194,16 @@ def test_out_must_be_empty_unless_forced_and_force_keeps_git(tmp_path, capsys):
     with pytest.raises(release.ReleaseError, match="inside the course's solutions/"):
         release.build_release(REPO, REPO / "solutions" / "x", force=True)
 
-    assert release.release_command_impl(out, force=True, course=REPO) == release.EXIT_OK
+    # --force replaces an earlier release only: a folder that is not one (a clone of the course,
+    # say) keeps its files unless that is asked for explicitly
+    assert release.release_command_impl(out, force=True, course=REPO) == release.EXIT_USAGE
+    assert "not an earlier release" in capsys.readouterr().err and (out / "stale.txt").exists()
+    assert release.release_command_impl(out, force=True, course=REPO, replace_any=True) == release.EXIT_OK
     assert not (out / "stale.txt").exists() and (out / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
     assert (out / "RELEASE.json").is_file() and "leak scan clean" in capsys.readouterr().out
+    (out / "notes.txt").write_text("the learners' repository may hold more\n")
+    assert release.release_command_impl(out, force=True, course=REPO) == release.EXIT_OK  # an earlier release now
+    assert not (out / "notes.txt").exists()
     assert not [p for p in tmp_path.iterdir() if p.name != "out"]  # no staging folder left behind
 
 
