@@ -131,6 +131,11 @@ def grade(
     if sandbox_user.isolating():  # root: nothing of the course or the submission is open to sandbox users
         sandbox_user.protect([p for p in (course_root, hidden_root, submission_root) if p])
     interrupted = _Interrupts()
+    own_zygote = None
+    if zygote is None and os.environ.get("GRADER_NO_ZYGOTE") != "1" and \
+            _workers_needed(exercises, course_root, hidden_root) >= 2:
+        # one JAX import for all the workers of this grading: each is forked from the zygote
+        zygote = own_zygote = Zygote().start()
     try:
         with interrupted:
             for ex in exercises:
@@ -159,6 +164,8 @@ def grade(
         for run in runs.values():
             for worker in run.workers():
                 worker.close()
+        if own_zygote is not None:
+            own_zygote.close()
         if "grader.pytest_plugin" in sys.modules:
             sys.modules["grader.pytest_plugin"].STATE.clear()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -167,6 +174,11 @@ def grade(
     if interrupted.signum:
         raise GradingInterrupted(interrupted.signum, dataclasses.replace(result, incomplete=True))
     return result
+
+
+def _workers_needed(exercises: list[Exercise], course_root: Path, hidden_root: Path | None) -> int:
+    return sum(int(ex.public_checks(course_root).is_file()) + int(hidden_root is not None) + int(ex.clean_worker)
+               for ex in exercises)
 
 
 class _Interrupts:
