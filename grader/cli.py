@@ -1,4 +1,6 @@
-"""`grade`: a thin click layer over ``grader.runner``, ``grader.hints`` and ``grader.verify``.
+"""`grade`: a thin click layer.  The learner's commands are in ``grader.cli_learn``, batch
+grading in ``grader.cli_batch``, comparison in ``grader.cli_compare``; this module holds the
+group and the course's own commands (ci, release, gradescope-bundle, verify).
 
 Exit codes (also in the README):
 
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import click
 from grader import hidden as hidden_mod
-from grader import hints as hints_mod
+from grader import __version__
 from grader import runner
 
 from grader.cli_common import (  # noqa: F401 - re-exported: the exit codes are part of the CLI
@@ -38,47 +40,7 @@ from grader.cli_common import (  # noqa: F401 - re-exported: the exit codes are 
 )
 
 
-def _hidden_root(course: Path, public_only: bool, hidden: Path | None) -> Path | None:
-    if public_only:
-        return None
-    if hidden is not None:
-        return hidden
-    default = course / "solutions"
-    return default if hidden_mod.holds_hidden_checks(default) else None
-
-
-def _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, verbose, github, jobs=1,
-                      file=None) -> None:
-    course = course_root()
-    manifest = _manifest(course)
-    check_numbers(manifest, numbers)
-    sub = Path(submission).resolve() if submission else course
-    snapshots = {numbers[0]: _file_snapshot(manifest.get(numbers[0]), course, Path(file))} if file else None
-    try:
-        run = runner.grade_parallel(manifest, numbers, jobs=jobs, course_root=course, submission_root=sub,
-                                    snapshots=snapshots, hidden_root=_hidden_root(course, public_only, hidden),
-                                    seed=seed)
-    except runner.GradingInterrupted as stop:
-        click.echo(f"grade: interrupted ({_signal_name(stop.signum)}); nothing was graded -- run it again", err=True)
-        sys.exit(128 + stop.signum)
-    except Exception as exc:  # a bug in the grader, not in the submission
-        if verbose:
-            traceback.print_exc(file=sys.stderr)
-        raise GraderCrash(f"internal grader error ({type(exc).__name__}: {exc}); please report it "
-                          f"with the output of the same command run with -v") from None
-    from grader import render  # rich loads while nothing waits on it
-
-    if as_json:
-        click.echo(render.to_json(run))
-    else:
-        render.print_run(run, verbose=verbose)
-    if github:
-        _report_to_github(run, sub)
-    ran = [c for e in run.exercises for c in e.checks if c.status != "not_run"]
-    sys.exit(EXIT_OK if ran and all(c.passed for c in ran) else EXIT_FAILED)
-
-
-def _report_to_github(run, repo_root: Path) -> None:
+def report_to_github(run, repo_root: Path) -> None:
     """The job summary and annotations.  Annotation paths are relative to the workflow's
     workspace (``GITHUB_WORKSPACE``) when the graded checkout lies inside it -- a fork checked
     out under ``submission/`` is annotated as ``submission/exercises/...``."""
@@ -100,85 +62,11 @@ def _inside(path: Path, folder: Path) -> bool:
         return False
 
 
-def _file_snapshot(ex, course: Path, file: Path):
-    """``--file``: one file graded as the exercise's learner file.  A fixture that holds only
-    its mistake (``base`` in fixture.toml) is graded as base + mistake, built in memory."""
-    from grader import submission, verify
-
-    folder = file.resolve().parent
-    if (folder / "fixture.toml").is_file():
-        source = verify.fixture_source(ex, course, folder)
-        if source is not None:
-            return submission.from_source(str(file), ex.module_file, source.encode("utf-8"))
-    return submission.single_file(file, ex.module_file)
-
-
-def _signal_name(signum: int) -> str:
-    import signal
-
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return str(signum)
-
-
-_grading_options = [
-    click.option("--submission", type=click.Path(exists=True, file_okay=False, path_type=Path),
-                 help="Grade another checkout (e.g. a learner's fork) instead of this one."),
-    click.option("--seed", type=int, help="Seed for the inputs drawn at grading time (default: derived from your files)."),
-    click.option("--json", "as_json", is_flag=True, help="Print machine-readable results."),
-    click.option("--public-only", is_flag=True, help="Run the public checks only, as learners' copies do."),
-    click.option("--hidden", type=click.Path(exists=True, file_okay=False, path_type=Path),
-                 help="Folder holding <exercise dir>/test_hidden.py (default: solutions/)."),
-    click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and what your code printed."),
-    click.option("--github", is_flag=True,
-                 help="GitHub Actions: append a job summary to $GITHUB_STEP_SUMMARY and print ::error annotations."),
-]
-
-
-def grading_options(f):
-    for opt in reversed(_grading_options):
-        f = opt(f)
-    return f
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="grade",
+                      message=f"%(prog)s %(version)s (JAX {runner.jax_version()}, Python {sys.version.split()[0]})")
 def main() -> None:
-    """Grade the JAX/XLA exercises: `grade list`, `grade exercise N`, `grade hint N`."""
-
-
-@main.command("list")
-@click.option("--json", "as_json", is_flag=True)
-def list_cmd(as_json: bool) -> None:
-    """List the exercises."""
-    manifest = _manifest(course_root())
-    rows = [{"number": e.number, "slug": e.slug, "title": e.title,
-             "files": [f"exercises/{e.dir}/{f}" for f in e.files], "max_score": e.max_score}
-            for e in manifest.exercises]
-    if as_json:
-        click.echo(json.dumps({"format_version": 1, "exercises": rows}, indent=2))
-        return
-    for r in rows:
-        click.echo(f"{r['number']:>2}  {r['title']:<34} {', '.join(r['files'])}  ({r['max_score']} points)")
-
-
-@main.command("exercise")
-@click.argument("number", type=int)
-@grading_options
-@click.option("--file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Grade this file as the exercise's learner file (e.g. a fixture, or one learner's file).")
-def exercise_cmd(number, submission, seed, as_json, public_only, hidden, verbose, github, file) -> None:
-    """Grade exercise NUMBER."""
-    _grade_and_report([number], submission, seed, as_json, public_only, hidden, verbose, github, file=file)
-
-
-@main.command("all")
-@grading_options
-@click.option("-j", "--jobs", type=int, default=0, help="Exercises graded at once (default: number of cores).")
-def all_cmd(submission, seed, as_json, public_only, hidden, verbose, github, jobs) -> None:
-    """Grade every exercise."""
-    numbers = [e.number for e in _manifest(course_root()).exercises]
-    _grade_and_report(numbers, submission, seed, as_json, public_only, hidden, verbose, github, jobs=jobs or None)
+    """Grade the JAX/XLA exercises: `grade list`, `grade exercise N`, `grade hint N`, `grade watch`."""
 
 
 @main.command("ci")
@@ -224,7 +112,7 @@ def ci_cmd(submission, hidden_source, numbers, seed, jobs, json_out, instructor,
     for warning in outcome.warnings:
         click.echo(f"grade: warning: {warning}", err=True)
     if github:
-        _report_to_github(outcome.run, submission.resolve())
+        report_to_github(outcome.run, submission.resolve())
     if not quiet:
         from grader import render
 
@@ -232,7 +120,9 @@ def ci_cmd(submission, hidden_source, numbers, seed, jobs, json_out, instructor,
     for failure in failed_reports:
         click.echo(f"grade: could not write a report: {failure}", err=True)
     if outcome.interrupted:
-        click.echo(f"grade: interrupted ({_signal_name(outcome.interrupted)}): the result files are marked incomplete "
+        from grader.cli_learn import signal_name
+
+        click.echo(f"grade: interrupted ({signal_name(outcome.interrupted)}): the result files are marked incomplete "
                    f"and carry no score; grade again", err=True)
         sys.exit(128 + outcome.interrupted)
     if failed_reports:
@@ -273,30 +163,6 @@ def gradescope_bundle_cmd(out: Path, hidden_source: Path | None) -> None:
     n_hidden = sum(1 for name in entries if name.startswith("hidden/"))
     click.echo(f"wrote {out}: {len(entries)} files, hidden checks for {n_hidden} exercises, no solutions. "
                f"Upload it as the autograder of a Gradescope programming assignment.")
-
-
-@main.command("hint")
-@click.argument("number", type=int)
-@click.option("--all", "show_all", is_flag=True, help="Show every hint at once.")
-@click.option("--reset", is_flag=True, help="Start this exercise's hints from the first again.")
-@click.option("--submission", type=click.Path(exists=True, file_okay=False, path_type=Path))
-def hint_cmd(number: int, show_all: bool, reset: bool, submission: Path | None) -> None:
-    """Show the next hint for exercise NUMBER (one more each call)."""
-    manifest = _manifest(course_root())
-    try:
-        ex = manifest.get(number)
-    except KeyError as exc:
-        raise click.UsageError(str(exc.args[0])) from None
-    state = hints_mod.HintState(Path(submission or course_root()) / hints_mod.STATE_FILE)
-    if reset:
-        state.reset(number)
-        click.echo(f"Hints for exercise {number} start from the first again.")
-        return
-    shown = ex.hints if show_all else ex.hints[: state.next(number, len(ex.hints))]
-    for i, text in enumerate(shown, 1):
-        click.echo(f"Hint {i}/{len(ex.hints)} for exercise {number} ({ex.title}):\n  {text}\n")
-    if not show_all and len(shown) == len(ex.hints):
-        click.echo("That was the last hint. `grade hint %d --reset` starts again." % number)
 
 
 @main.command("release")
@@ -343,10 +209,10 @@ def verify_cmd(exercises: tuple[int, ...], as_json: bool, jobs: int, numbers: tu
 
 from grader.cli_batch import batch_cmd, gradebook_group  # noqa: E402 - they import this module's helpers
 from grader.cli_compare import compare_cmd  # noqa: E402
+from grader.cli_learn import COMMANDS as LEARNER_COMMANDS  # noqa: E402
 
-main.add_command(batch_cmd)
-main.add_command(gradebook_group)
-main.add_command(compare_cmd)
+for _command in (*LEARNER_COMMANDS, batch_cmd, gradebook_group, compare_cmd):
+    main.add_command(_command)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -35,6 +35,13 @@ class CheckFailed(AssertionError):
         return {"message": self.message, "measured": self.measured, "expected": self.expected, "hint": self.hint,
                 "diagnosis": self.diagnosis, "advice": self.advice}
 
+    def __str__(self) -> str:  # what plain pytest shows (`pytest exercises/NN_topic`)
+        lines = [self.message]
+        for label, value in (("measured", self.measured), ("expected", self.expected), ("try", self.hint)):
+            if value:
+                lines.append(f"{label}: " + value.replace("\n", "\n    "))
+        return "\n".join(lines)
+
 
 def describe(value: Any) -> str:
     """Short description of a plain value: ``f32[4,3]``, ``int``, ``dict with keys [...]``."""
@@ -51,6 +58,7 @@ def describe(value: Any) -> str:
 
 def expect_array(value: Any, *, shape: tuple | None = None, dtype: str | None = None, what: str = "the result") -> np.ndarray:
     """``value`` must be an array (a Python scalar is accepted for shape ``()``)."""
+    __tracebackhide__ = True
     if isinstance(value, (int, float)) and not isinstance(value, bool) and shape == ():
         value = np.asarray(value, dtype=dtype or None)
     if not isinstance(value, np.ndarray):
@@ -74,6 +82,7 @@ def expect_array(value: Any, *, shape: tuple | None = None, dtype: str | None = 
 def expect_close(actual: np.ndarray, expected: np.ndarray, *, rtol: float = 1e-4, atol: float = 1e-5,
                  what: str = "the result", hint: str = "", reveal: bool = False) -> None:
     """Numerically equal within tolerance; ``reveal`` shows the values (public checks only)."""
+    __tracebackhide__ = True
     actual = np.asarray(actual)
     expected = np.asarray(expected)
     if actual.shape != expected.shape:

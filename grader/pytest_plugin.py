@@ -41,6 +41,7 @@ from grader.sandbox.client import SUBMISSION_FAILURES, Sandbox, SubmissionError
 
 STATE: dict[int, ExerciseRun] = {}
 CHECK_DEADLINE_S = 60.0
+ON_CHECK = None  # set by the runner: called with (exercise number, check name) as each check starts
 
 
 class TrustedTimeout(Exception):
@@ -131,6 +132,15 @@ def pytest_runtest_protocol(item, nextitem):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def pytest_runtest_logstart(nodeid, location):
+    if ON_CHECK is None:
+        return
+    m = CHECK_MODULE_RE.match(nodeid.split("::")[0].rsplit("/", 1)[-1])
+    if m:
+        name = nodeid.split("::")[-1].split("[")[0]
+        ON_CHECK(int(m.group("num")), name[len("test_"):] if name.startswith("test_") else name)
 
 
 def pytest_json_runtest_metadata(item, call):

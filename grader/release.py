@@ -6,6 +6,7 @@ What goes in is an allowlist; nothing else is ever copied:
   statement), the learner file(s) the manifest lists (the stubs) and ``test_public.py``;
 * the grader: ``grader/**/*.py`` (no ``__pycache__``) and ``grader/templates/*``;
 * the course's ``pyproject.toml`` and ``.gitignore``;
+* a copy of every stub under ``.grade/stubs/`` (what ``grade reset`` brings back);
 * from ``grader/templates/``: ``README.md`` (``learner-README.md``, filled in from the
   manifest), ``Makefile`` (``learner-Makefile``) and ``.github/workflows/grade.yml``
   (``learner-workflow.yml``: public checks on every push, with a summary table);
@@ -136,6 +137,8 @@ def allowlist(course: Path, manifest: Manifest) -> list[tuple[Path, str]]:
     for ex in manifest.exercises:
         for name in ("README.md", *ex.files, PUBLIC_CHECKS):
             pairs.append((course / "exercises" / ex.dir / name, f"exercises/{ex.dir}/{name}"))
+        for name in ex.files:  # the originals `grade reset` brings back (grader.stubs)
+            pairs.append((course / "exercises" / ex.dir / name, f".grade/stubs/{ex.dir}/{name}"))
     grader_dir = course / "grader"
     code = [p for p in grader_dir.rglob("*.py") if "__pycache__" not in p.relative_to(grader_dir).parts]
     templates = [p for p in (grader_dir / "templates").glob("*") if p.is_file()]

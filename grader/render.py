@@ -90,15 +90,100 @@ def _exercise_panel(ex: ExerciseResult, verbose: bool) -> Panel:
     return Panel(Group(*parts), title=f"Exercise {ex.number}: {escape(ex.title)}", title_align="left", border_style=style)
 
 
-def print_run(run: RunResult, console: Console | None = None, verbose: bool = False) -> None:
+def print_exercise(ex: ExerciseResult, console: Console, verbose: bool = False) -> None:
+    console.print(_exercise_panel(ex, verbose))
+
+
+def totals_line(run: RunResult) -> str:
+    """The last line: points, or -- where no hidden check ran (a learner's copy) -- how many
+    public checks pass and what the course still grades."""
+    if any(ex.hidden_run for ex in run.exercises):
+        return (f"[bold]Total: {run.score}/{run.max_score}[/] points over {len(run.exercises)} exercise"
+                f"{'s' if len(run.exercises) != 1 else ''} ({run.duration_s:.1f} s, JAX {run.jax_version})")
+    ran = [c for ex in run.exercises for c in ex.checks if c.status != NOT_RUN]
+    hidden = [c for ex in run.exercises for c in ex.checks if c.status == NOT_RUN]
+    passed = sum(c.passed for c in ran)
+    done = sum(1 for ex in run.exercises if any(c.status != NOT_RUN for c in ex.checks)
+               and all(c.passed for c in ex.checks if c.status != NOT_RUN))
+    return (f"[bold]Public checks: {passed} of {len(ran)} pass[/] ({done} of {len(run.exercises)} exercise"
+            f"{'s' if len(run.exercises) != 1 else ''} with every public check passing); {len(hidden)} hidden "
+            f"checks carry the points and run when your course grades your work "
+            f"[dim]({run.duration_s:.1f} s, JAX {run.jax_version})[/]")
+
+
+def quiet_line(ex: ExerciseResult) -> str:
+    return f"Exercise {ex.number}: {ex.score}/{ex.max_score} points - {verdict_line(ex)}"
+
+
+def print_run(run: RunResult, console: Console | None = None, verbose: bool = False, quiet: bool = False) -> None:
     console = console or Console()
     if run.incomplete:
         console.print(f"[bold red]{escape(lt.INCOMPLETE)}[/]")
         return
     for ex in run.exercises:
-        console.print(_exercise_panel(ex, verbose))
-    if len(run.exercises) > 1:
-        console.print(f"[bold]Total: {run.score}/{run.max_score}[/] points over {len(run.exercises)} exercises "
-                      f"({run.duration_s:.1f} s)")
-    else:
-        console.print(f"[dim]graded in {run.duration_s:.1f} s with JAX {run.jax_version}[/]")
+        if quiet:
+            console.print(escape(quiet_line(ex)), highlight=False, soft_wrap=True)
+        else:
+            print_exercise(ex, console, verbose)
+    if not quiet:
+        console.print(totals_line(run))
+
+
+class LiveGrading:
+    """While grading on a terminal: a status line saying which exercise and check is running
+    and for how long, and each exercise's panel printed as soon as it is graded."""
+
+    def __init__(self, console: Console, numbers: list[int], verbose: bool = False):
+        self.console = console
+        self.pending = list(numbers)
+        self.verbose = verbose
+        self.current: dict[int, str] = {}
+        self._status = None
+        self._t0 = 0.0
+
+    def __enter__(self) -> "LiveGrading":
+        import threading
+        import time
+
+        self._t0 = time.monotonic()
+        self._status = self.console.status(self._text(), spinner="dots")
+        self._status.__enter__()
+        self._stop = threading.Event()
+        self._ticker = threading.Thread(target=self._tick_until_stopped, daemon=True)
+        self._ticker.start()
+        return self
+
+    def _tick_until_stopped(self) -> None:
+        while not self._stop.wait(0.5):
+            self.tick()
+
+    def _text(self) -> str:
+        import time
+
+        elapsed = time.monotonic() - self._t0 if self._t0 else 0.0
+        doing = ", ".join(f"exercise {n}" + (f" \u00b7 {escape(self.current[n])}" if self.current.get(n) else "")
+                          for n in self.pending[:3])
+        more = f" and {len(self.pending) - 3} more" if len(self.pending) > 3 else ""
+        return f"grading {doing}{more} [dim]({elapsed:.1f} s)[/]"
+
+    def on_check(self, number: int, check: str) -> None:
+        self.current[number] = check
+        if self._status is not None:
+            self._status.update(self._text())
+
+    def on_result(self, ex: ExerciseResult) -> None:
+        if ex.number in self.pending:
+            self.pending.remove(ex.number)
+        self.console.print(_exercise_panel(ex, self.verbose))
+        if self._status is not None:
+            self._status.update(self._text())
+
+    def tick(self) -> None:
+        if self._status is not None:
+            self._status.update(self._text())
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._ticker.join(timeout=1)
+        if self._status is not None:
+            self._status.__exit__(*exc)

@@ -78,6 +78,7 @@ class ExerciseResult:
     error: str = ""  # set when the exercise could not be graded at all (a grader error)
     private: str = ""  # instructor only: the grader's traceback when ``error`` is set
     integrity: tuple[str, ...] = ()  # what the learner's code did that the sandbox's guard refused
+    content_digest: str = ""  # the digest of the files graded (grader.submission.Snapshot.digest)
 
     @property
     def score(self) -> int:
@@ -105,6 +106,7 @@ class ExerciseResult:
             "duration_s": round(self.duration_s, 3),
             "error": self.error,
             "integrity": list(self.integrity),
+            "content_digest": self.content_digest,
             "checks": [c.to_dict(private) for c in self.checks],
         }
         if private or not self.hidden_run:  # printed during hidden checks, it may quote their inputs
@@ -120,6 +122,7 @@ class ExerciseResult:
             checks=tuple(CheckResult.from_dict(c) for c in d["checks"]), hidden_run=d["hidden_run"],
             duration_s=d.get("duration_s", 0.0), output=d.get("output", ""), error=d.get("error", ""),
             private=d.get("private", ""), integrity=tuple(d.get("integrity", ())),
+            content_digest=str(d.get("content_digest", "")),
         )
 
 

@@ -110,6 +110,7 @@ def grade(
     hidden_root: Path | None = None,
     seed: int | None = None,
     zygote: Zygote | None = None,
+    on_check=None,
 ) -> RunResult:
     """Grade the exercises ``numbers``.
 
@@ -117,7 +118,8 @@ def grade(
     the checkout being graded (defaults to ``course_root``); ``snapshots`` gives an
     exercise's files directly (a fixture, one file, a commit's tree); ``hidden_root``
     holds ``<dir>/test_hidden.py`` (``None``: public checks only); ``zygote`` forks the
-    sandboxes from a process that imported JAX already (``grade batch``).
+    sandboxes from a process that imported JAX already (``grade batch``, ``grade watch``);
+    ``on_check(number, check_name)`` is called as each check starts (a terminal's status line).
     """
     t0 = time.monotonic()
     started_at = utc_now()
@@ -146,7 +148,7 @@ def grade(
                 except Exception as exc:
                     done[ex.number] = grader_error_result(ex, snap, ex_seed, hidden_run, exc)
             try:
-                report = _run_pytest(tmp, runs) if runs else {}
+                report = _run_pytest(tmp, runs, on_check) if runs else {}
             except KeyboardInterrupt:
                 report = {}
             except Exception as exc:
@@ -252,17 +254,25 @@ def _start(ex: Exercise, snap: Snapshot, seed: int, course_root: Path, hidden_ro
     return run
 
 
-def grade_parallel(manifest: Manifest, numbers: list[int], *, jobs: int | None = None, **kwargs) -> RunResult:
+def grade_parallel(manifest: Manifest, numbers: list[int], *, jobs: int | None = None, on_result=None,
+                   **kwargs) -> RunResult:
     """``grade`` with the exercises spread over ``jobs`` trusted worker processes.
 
     Each worker takes the next exercise from a queue and grades it with ``grade`` (its own
     sandbox as always); results come back as frozen data and are merged in order.  While
     one worker waits on its sandbox, the other core runs another exercise.  SIGINT/SIGTERM
     stop every worker and raise ``GradingInterrupted`` (what finished, incomplete).
+    ``on_result(exercise_result)`` is called as each exercise finishes (a terminal shows it
+    at once).
     """
     jobs = jobs or os.cpu_count() or 1
-    if jobs <= 1 or len(numbers) <= 1:
-        return grade(manifest, numbers, **kwargs)
+    if len(numbers) <= 1 or (jobs <= 1 and on_result is None):
+        run = grade(manifest, numbers, **kwargs)
+        for ex in run.exercises if on_result else ():
+            on_result(ex)
+        return run
+    if jobs <= 1:
+        return _grade_one_by_one(manifest, numbers, on_result, **kwargs)
     import concurrent.futures as cf
     import multiprocessing
 
@@ -288,6 +298,8 @@ def grade_parallel(manifest: Manifest, numbers: list[int], *, jobs: int | None =
                     snap = snapshot_of(ex, Path(root), kwargs.get("snapshots") or {})
                     results[n] = grader_error_result(ex, snap, kwargs.get("seed"),
                                                      kwargs.get("hidden_root") is not None, exc)
+                if on_result is not None:
+                    on_result(results[n])
     finally:
         if interrupted.signum:
             for proc in list(getattr(pool, "_processes", {}).values()):
@@ -301,6 +313,30 @@ def grade_parallel(manifest: Manifest, numbers: list[int], *, jobs: int | None =
     return result
 
 
+def _grade_one_by_one(manifest: Manifest, numbers: list[int], on_result, **kwargs) -> RunResult:
+    """One exercise after another in this process (``-j 1``), each shown as it finishes,
+    sharing one zygote."""
+    t0, started_at = time.monotonic(), utc_now()
+    done = []
+    zygote = kwargs.pop("zygote", None) or (Zygote().start() if os.environ.get("GRADER_NO_ZYGOTE") != "1" else None)
+    try:
+        for n in numbers:
+            try:
+                run = grade(manifest, [n], zygote=zygote, **kwargs)
+            except GradingInterrupted as stop:
+                partial = run_result(done + list(stop.partial.exercises), submission=stop.partial.submission,
+                                     seed=kwargs.get("seed"), started_at=started_at, incomplete=True)
+                raise GradingInterrupted(stop.signum, partial) from None
+            done.extend(run.exercises)
+            on_result(run.exercises[0])
+    finally:
+        if zygote is not None:
+            zygote.close()
+    root = kwargs.get("submission_root") or kwargs["course_root"]
+    return run_result(done, submission=root, seed=kwargs.get("seed"), started_at=started_at,
+                      duration_s=time.monotonic() - t0)
+
+
 def _ignore_interrupts() -> None:
     """In a pool worker: the parent decides what an interrupt means (it ends the workers)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -310,7 +346,7 @@ def _grade_one(manifest: Manifest, kwargs: dict, number: int) -> RunResult:
     return grade(manifest, [number], **kwargs)
 
 
-def _run_pytest(folder: Path, runs: dict[int, ExerciseRun]) -> dict:
+def _run_pytest(folder: Path, runs: dict[int, ExerciseRun], on_check=None) -> dict:
     import pytest
     from pytest_jsonreport.plugin import JSONReport
 
@@ -320,14 +356,18 @@ def _run_pytest(folder: Path, runs: dict[int, ExerciseRun]) -> dict:
     _forget_check_modules()  # a previous run in this process must not lend its modules
     pytest_plugin.STATE.clear()
     pytest_plugin.STATE.update(runs)
+    pytest_plugin.ON_CHECK = on_check
     json_report = JSONReport()
     args = [
         str(folder), "-c", str(folder / "pytest.ini"), "--rootdir", str(folder),
         "--noconftest", "-p", "no:cacheprovider", "-q", "--no-header", "--tb=no", "--import-mode=importlib",
-        "--json-report-file=none", "-W", "ignore::DeprecationWarning",
+        "--json-report-file=none", "-W", "ignore::DeprecationWarning", "-p", "no:grade",
     ]
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        code = pytest.main(args, plugins=[json_report, pytest_plugin])
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            code = pytest.main(args, plugins=[json_report, pytest_plugin])
+    finally:
+        pytest_plugin.ON_CHECK = None
     _forget_check_modules()
     if code == pytest.ExitCode.INTERRUPTED:
         raise KeyboardInterrupt
@@ -458,7 +498,7 @@ def _exercise_result(run: ExerciseRun, report: dict, hidden_available: bool) -> 
         duration_s=sum(w.busy_s for w in run.learner_sandboxes()),
         output=run.public.output if run.public is not None else "",
         private=f"printed during hidden checks:\n{hidden_output}" if hidden_output.strip() else "",
-        integrity=run.integrity,
+        integrity=run.integrity, content_digest=run.snapshot.digest(),
     )
 
 
@@ -483,5 +523,6 @@ def grader_error_result(ex: Exercise, snapshot: Snapshot | None, seed: int | Non
     )
     return ExerciseResult(number=ex.number, slug=ex.slug, title=ex.title, files=files, seed=seed, checks=checks,
                           hidden_run=hidden_run, private=private,
+                          content_digest=snapshot.digest() if snapshot is not None else "",
                           error="grader error: this exercise could not be graded (not your code's fault; "
                                 "your instructor has the details)")

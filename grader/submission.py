@@ -213,6 +213,10 @@ def read_folder(root: Path, parts: tuple[str, ...], learner_files: tuple[str, ..
                 if exc.kind == "missing_file":
                     exc = SnapshotProblem("missing_file", f"{name} was not found in {origin}", name)
                 return Snapshot(origin, learner_files[0], {}, problem=exc)
+            if not files[name].strip():
+                return Snapshot(origin, learner_files[0], {}, problem=SnapshotProblem(
+                    "empty_file", f"{name} is empty; write your code in it, or bring the stub back with "
+                                  f"`grade reset`", name))
         left_out: list[str] = []
         _walk_dir(folder, "", files, left_out, [len(files), sum(map(len, files.values()))])
         return Snapshot(origin, learner_files[0], files, tuple(left_out))

@@ -166,6 +166,7 @@ def expect_compiles(compiles: Compiles, *, at_most: int | None = None, at_least:
 
     A failure says which way it went: none at all (is it jitted?), too few, or too many;
     ``diagnosis`` and ``advice`` carry only counts, so a hidden check may show them."""
+    __tracebackhide__ = True
     count = compiles.learner
     if count < at_least:
         if count == 0:

@@ -173,6 +173,22 @@ def _at(seed: int | None) -> str:
     return "" if seed is None else f"@seed={seed}"
 
 
+_ZYGOTE = None  # one per verify worker process: every case's sandboxes fork from it
+
+
+def _start_zygote() -> None:
+    """Pool initializer: import JAX once in this worker process's zygote."""
+    import atexit
+    import signal
+
+    from grader.sandbox.client import Zygote
+
+    global _ZYGOTE
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt means
+    _ZYGOTE = Zygote().start()
+    atexit.register(_ZYGOTE.close)
+
+
 def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
     """Runs in a worker process."""
     from grader import runner
@@ -181,8 +197,9 @@ def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
     t0 = time.monotonic()
     manifest = load(Path(manifest_path))
     course_root = Path(course)
+    zygote = _ZYGOTE if _ZYGOTE is not None and _ZYGOTE.alive else None
     run = runner.grade(manifest, [case.number], course_root=course_root, hidden_root=course_root / "solutions",
-                       snapshots={case.number: case.snapshot}, seed=case.seed)
+                       snapshots={case.number: case.snapshot}, seed=case.seed, zygote=zygote)
     ex = run.exercises[0]
     problem = ""
     if case.expect == "full":
@@ -219,7 +236,7 @@ def verify(manifest: Manifest, course: Path, *, numbers: list[int] | None = None
     jobs = jobs or os.cpu_count() or 1
     outcomes: list[Outcome] = []
     ctx = multiprocessing.get_context("spawn")
-    with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+    with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_start_zygote) as pool:
         futures = {pool.submit(_run_case, str(manifest.path), str(course), c): c for c in cases}
         for fut in cf.as_completed(futures):
             case = futures[fut]

@@ -86,6 +86,7 @@ SUBMISSION_FAILURES: dict[str, tuple[str, str]] = {
     "missing_file": ("{name} was not found in your submission",
                      "keep the exercise's file name and folder (`grade list` shows them)"),
     "link": ("{name} is a link, not a file", "commit the file itself: the grader never follows links"),
+    "empty_file": ("{name} is empty", "write your code in it, or bring the stub back with `grade reset`"),
     "not_a_file": ("{name} is not a regular file", "the exercise's file must be a plain Python file"),
     "too_large": ("{name} is too large to grade", "keep your file under 4 MiB"),
     "syntax_error": ("your file has a syntax error",
@@ -448,6 +449,7 @@ class Sandbox:
         )
 
     def _fail(self, err: SubmissionError):
+        __tracebackhide__ = True  # plain pytest shows the learner's failure, not these frames
         self._dead = err
         self._kill()
         raise err
@@ -462,6 +464,7 @@ class Sandbox:
         self._send(b"IMPORT\n")
 
     def _wait_ready(self) -> None:
+        __tracebackhide__ = True  # plain pytest shows the learner's failure, not these frames
         if self._ready:
             return
         if self._dead:
@@ -506,6 +509,7 @@ class Sandbox:
         return SubmissionError(kind, message, detail=detail, line=line, file=fname, exc_type=exc_type)
 
     def request(self, op: str, target: str, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # plain pytest shows the learner's failure, not these frames
         from grader import plaindata  # numpy loads here, after the worker is already starting
 
         self._wait_ready()
@@ -529,9 +533,11 @@ class Sandbox:
         return plaindata.from_plain(msg["ok"])
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # plain pytest shows the learner's failure, not these frames
         return self.request("call", name, *args, **kwargs)
 
     def probe(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # plain pytest shows the learner's failure, not these frames
         return self.request("probe", name, *args, **kwargs)
 
 

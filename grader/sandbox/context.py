@@ -8,6 +8,7 @@ A *probe* is a measuring function that runs next to the learner's code, e.g. "ca
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import re
 import sys
@@ -77,10 +78,8 @@ class Context:
         if self.module is None:
             raise RuntimeError("this worker runs no learner code")
         if not hasattr(self.module, name):
-            raise MissingFunction(
-                f"`{name}` is not defined in {self.module_path.rsplit('/', 1)[-1]}; "
-                f"keep the name the stub gives it"
-            )
+            raise MissingFunction(f"`{name}` is not defined in {self.module_path.rsplit('/', 1)[-1]}"
+                                  f"{self._did_you_mean(name)}; keep the name the stub gives it")
         fn = getattr(self.module, name)
         if not callable(fn):
             raise MissingFunction(f"`{name}` should be a function, but it is a {type(fn).__name__}")
@@ -88,8 +87,18 @@ class Context:
 
     def attribute(self, name: str) -> Any:
         if not hasattr(self.module, name):
-            raise MissingFunction(f"`{name}` is not defined in {self.module_path.rsplit('/', 1)[-1]}")
+            raise MissingFunction(f"`{name}` is not defined in {self.module_path.rsplit('/', 1)[-1]}"
+                                  f"{self._did_you_mean(name)}")
         return getattr(self.module, name)
+
+    def _did_you_mean(self, name: str) -> str:
+        """``; did you mean `predict_compile`?`` when the file defines a close name."""
+        try:
+            names = [n for n, v in vars(self.module).items() if callable(v) and not n.startswith("_")]
+        except Exception:  # noqa: BLE001 - a module whose namespace cannot be listed suggests nothing
+            return ""
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+        return f" (did you mean `{close[0]}`? your file defines that)" if close else ""
 
     def dispatch(self, op: str, target: str, args: list, kwargs: dict) -> Any:
         if op == "call":
