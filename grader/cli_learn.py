@@ -274,6 +274,26 @@ def reset_cmd(exercise: str, submission: Path | None) -> None:
         click.echo(f"Restored the stub of {original}; your version is kept in {backup}")
 
 
+@click.command("watch")
+@click.argument("exercise", required=False)
+@click.option("--submission", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Watch another checkout.")
+@click.option("--public-only", is_flag=True, help="Run the public checks only, as learners' copies do.")
+@click.option("--stay", is_flag=True, help="Keep watching this exercise when it passes (to keep improving it).")
+def watch_cmd(exercise: str | None, submission: Path | None, public_only: bool, stay: bool) -> None:
+    """Re-grade on every save, one screen per exercise; on to the next when it passes.
+
+    EXERCISE: where to start (default: the first one not passing yet).  Keys: h hint,
+    l list, n/p next/previous, r grade again, q quit."""
+    from grader.watch import Watcher
+
+    course = course_root()
+    manifest = _manifest(course)
+    start = resolve_exercises(manifest, [exercise])[0] if exercise else None
+    Watcher(manifest, course, Path(submission or course).resolve(), hidden_root_for(course, public_only, None),
+            start, stay=stay).run()
+
+
 @click.command("cache")
 @click.argument("action", type=click.Choice(["clear", "size"]))
 def cache_cmd(action: str) -> None:
@@ -289,4 +309,4 @@ def cache_cmd(action: str) -> None:
         click.echo(f"{base}: {size / 1e6:.1f} MB (capped at {cache.MAX_TOTAL_BYTES / 1e6:.0f} MB)")
 
 
-COMMANDS = (list_cmd, exercise_cmd, all_cmd, hint_cmd, reset_cmd, cache_cmd)
+COMMANDS = (list_cmd, exercise_cmd, all_cmd, hint_cmd, reset_cmd, watch_cmd, cache_cmd)

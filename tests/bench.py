@@ -5,7 +5,12 @@ start faster than JAX can.  Then `grade exercise N` for every N and `grade all`,
 checkout holding the reference solutions (the full amount of grading work), each run
 REPEAT times in a fresh process.  The sandbox's persistent compile cache is warm after the
 first run, as it is for a learner re-grading; the last row turns it off (GRADER_NO_CACHE=1).
-Prints medians and each as a ratio to the floor, with the targets (exercise <= 2.5x, all <= 8x), and writes bench-results/latest.json.
+Prints medians and each as a ratio to the floor, with the targets (every exercise <= 1.5x;
+all <= 4x for six exercises plus 0.4x for each further one), and writes
+bench-results/latest.json.
+
+Then `grade watch`'s save-to-verdict latency on a learner's copy (public checks only), for
+every exercise, driven through a pseudo-terminal (target <= 0.5 s).
 
 Then `grade batch` throughput: BENCH_FORKS synthetic forks of the course (the reference
 solutions, the stubs, known-wrong fixtures, generic cheats; every exercise in each) graded
@@ -33,7 +38,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))
-TARGET_EXERCISE, TARGET_ALL = 2.5, 8.0
+TARGET_EXERCISE = 1.5  # x the floor, every exercise
+TARGET_WATCH_S = 0.5   # save to verdict in `grade watch`
+
+
+def target_all(exercises: int) -> float:
+    """`grade all`: 4x the floor for six exercises, at most +0.4x for each further one."""
+    return 4.0 + 0.4 * max(0, exercises - 6)
 BENCH_FORKS = int(os.environ.get("BENCH_FORKS", "6"))
 TARGET_BATCH_SPEEDUP = 1.7
 BIN = Path(sys.executable).parent
@@ -101,6 +112,45 @@ def synthetic_forks(n: int) -> tuple[Path, list[str]]:
     return root, forks
 
 
+def bench_watch(sub: Path, numbers: list[int], saves: int = 3) -> dict:
+    """Save-to-verdict latency of `grade watch` on a learner's copy (public checks only):
+    for every exercise, the solution is saved ``saves`` times (a new comment each time, so
+    its content and seed change as an edit's would) and the clock runs from the write to
+    the "graded in" line on the terminal."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from pty_terminal import Terminal
+
+    from grader.manifest import load
+
+    manifest = load(REPO / "exercises" / "manifest.toml")
+
+    env = {**os.environ, "TERM": "xterm", "COLUMNS": "120", "LINES": "60"}
+    rows = []
+    for n in numbers:
+        term = Terminal([str(BIN / "grade"), "watch", str(n), "--submission", str(sub), "--public-only", "--stay"],
+                        REPO, env)
+        try:
+            term.wait_for(r"graded in [\s\S]*quit", timeout=180)
+            ex = manifest.get(n)
+            path = sub / "exercises" / ex.dir / ex.module_file
+            base = path.read_text(encoding="utf-8")
+            times = []
+            for k in range(saves):
+                term.buf = b""
+                t0 = time.monotonic()
+                path.write_text(base + f"\n# edit {k}\n", encoding="utf-8")
+                term.wait_for(r"graded in [\s\S]*quit", timeout=180)
+                times.append(time.monotonic() - t0)
+            path.write_text(base, encoding="utf-8")
+            term.type(b"q")
+            term.close()
+        finally:
+            if term.proc.poll() is None:
+                term.proc.kill()
+        rows.append({"exercise": n, "median_s": round(statistics.median(times), 3), "max_s": round(max(times), 3)})
+    return {"saves": saves, "target_s": TARGET_WATCH_S, "rows": rows}
+
+
 def children_cpu() -> float:
     """CPU seconds used so far by finished child processes (and theirs): what a batch cost."""
     import resource
@@ -143,7 +193,7 @@ def main() -> int:
         for n in numbers:
             rows.append((f"grade exercise {n}", median_of([grade, "exercise", str(n), "--submission", str(sub)]),
                          TARGET_EXERCISE))
-        rows.append(("grade all", median_of([grade, "all", "--submission", str(sub)]), TARGET_ALL))
+        rows.append(("grade all", median_of([grade, "all", "--submission", str(sub)]), target_all(len(numbers))))
         cold = dict(os.environ, GRADER_NO_CACHE="1")
         rows.append(("grade all, no compile cache", median_of([grade, "all", "--submission", str(sub)], env=cold), None))
     finally:
@@ -163,6 +213,16 @@ def main() -> int:
          "rows": [{"name": n, "median_s": round(s, 3), "ratio": round(s / floor, 2), "target": t} for n, s, t in rows]},
         indent=2))
     print(f"({os.cpu_count()} cores, median of {REPEAT} runs each; written to bench-results/latest.json)")
+    sub, _ = solutions_checkout()
+    try:
+        watch = bench_watch(sub, numbers)
+    finally:
+        shutil.rmtree(sub, ignore_errors=True)
+    print(f"\ngrade watch on a learner's copy, save to verdict (median of {watch['saves']} saves; "
+          f"target <= {TARGET_WATCH_S} s):")
+    for r in watch["rows"]:
+        verdict = "ok" if r["median_s"] <= TARGET_WATCH_S else "SLOW"
+        print(f"  exercise {r['exercise']:>2}: {r['median_s']:.2f} s (slowest {r['max_s']:.2f} s) {verdict}")
     batch = bench_batch(numbers)
     print(f"\ngrade batch, {batch['forks']} synthetic forks of every exercise, once each:")
     for r in batch["rows"]:
@@ -173,6 +233,7 @@ def main() -> int:
           f"{'ok' if fast else 'SLOW'}")
     results = json.loads((out / "latest.json").read_text())
     results["batch"] = batch
+    results["watch"] = watch
     (out / "latest.json").write_text(json.dumps(results, indent=2))
     return 0
 
