@@ -2,7 +2,8 @@
 # `make test`         set up and run the grader's own tests, then `grade verify`
 # `make bench`        measure grading speed against a bare JAX start-up (the floor)
 # `make hint N=3`     the next hint for exercise 3      `make list`   the exercises and your progress
-# `make watch`        re-grade on every save            `make clean`  remove .venv and the compile cache
+# `make watch`        re-grade on every save            `make reset N=3`  exercise 3's stub back (yours kept)
+# `make clean`        remove .venv and the compile cache
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -10,7 +11,7 @@ STAMP  := $(VENV)/.installed
 # JAX 0.10.2 ships wheels for Python 3.11 to 3.14
 PY_OK  := import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] <= (3, 14) else 1)
 
-.PHONY: setup grade test verify bench hint list watch clean
+.PHONY: setup grade test verify bench hint list watch reset clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c '$(PY_OK)' 2>/dev/null || { \
@@ -48,6 +49,10 @@ list: $(STAMP)
 
 watch: $(STAMP)
 	$(BIN)/grade watch $(N)
+
+reset: $(STAMP)
+	@test -n "$(N)" || { echo "usage: make reset N=<exercise number>" >&2; exit 2; }
+	$(BIN)/grade reset $(N)
 
 clean:
 	-[ -x $(BIN)/grade ] && $(BIN)/grade cache clear

@@ -60,6 +60,7 @@ SECRET_DIRS = ("solutions", "fixtures", "tests", ".ci")
 #: Folders whose Python function bodies are secret (reference solutions, hidden checks, fixtures).
 BODY_DIRS = ("solutions", "fixtures")
 MIN_TEXT_CHARS = 60
+MIN_BODY_NODES = 5
 WORKFLOW_PATH = ".github/workflows/grade.yml"
 MANIFEST_NAME = "RELEASE.json"
 
@@ -236,9 +237,14 @@ def _says_nothing(stmt: ast.stmt) -> bool:
 
 def body_key(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     """The function's body as ``ast.dump`` gives it (no docstring, no line numbers);
-    ``None`` when it says nothing (``pass``, ``...``, ``raise NotImplementedError``)."""
+    ``None`` when it says nothing (``pass``, ``...``, ``raise NotImplementedError``) or too
+    little to give anything away (``return False``, ``return self.x``: fewer than
+    ``MIN_BODY_NODES`` syntax nodes), which any code may hold by coincidence."""
     body = _body(fn)
     if all(_says_nothing(s) for s in body):
+        return None
+    nodes = sum(1 for s in body for n in ast.walk(s) if not isinstance(n, ast.expr_context))
+    if nodes < MIN_BODY_NODES:
         return None
     return "\n".join(ast.dump(s) for s in body)
 

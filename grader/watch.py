@@ -15,6 +15,7 @@ deadlines (SIGALRM) work as they do everywhere else.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import sys
 import threading
@@ -134,7 +135,7 @@ class Watcher:
         files = self._files = _Files(self.events)
         zygote = Zygote().start()
         try:
-            with _Keys(self.events, sys.stdin) if sys.stdin.isatty() else _nullcontext():
+            with _Keys(self.events, sys.stdin) if sys.stdin.isatty() else contextlib.nullcontext():
                 files.watch(self.folder())
                 files.start()
                 self.grade(zygote)
@@ -218,11 +219,3 @@ class Watcher:
         self.console.print(f"[dim]graded in {elapsed:.2f} s \u00b7 save your file to grade it again[/]")
         self.console.print(f"[dim]{escape(KEYS)}[/]")
         self.last = (result, elapsed)
-
-
-class _nullcontext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False

@@ -165,6 +165,18 @@ def test_the_scanner_catches_planted_leaks(built, tmp_path):
     assert release.find_leaks(out, REPO) == []  # the untouched release stays clean
 
 
+def test_a_body_too_small_to_give_anything_away_is_not_a_secret():
+    import ast
+
+    def key(src):
+        return release.body_key(ast.parse(src).body[0])
+
+    assert key("def f(self, other):\n    return False\n") is None  # any class may say this
+    assert key("def g(self):\n    return self.x\n") is None
+    assert key("def h(lr):\n    return optax.adam(lr)\n") is not None  # small but telling
+    assert key('def k(x):\n    """doc"""\n    y = x * 2\n    return y\n') == key("def m(x):\n    y = x * 2\n    return y\n")
+
+
 def test_a_leaking_course_is_refused_and_out_left_alone(tmp_path):
     course = tmp_path / "course"
     for top in ("exercises", "grader", "solutions", "fixtures"):
