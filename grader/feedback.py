@@ -97,6 +97,13 @@ def expect_close(actual: np.ndarray, expected: np.ndarray, *, rtol: float = 1e-4
         exp = f"agreement within rtol={rtol:g}, atol={atol:g}"
         if reveal:
             i = np.unravel_index(int(np.argmax(np.abs(actual - expected) * bad)), bad.shape) if bad.ndim else ()
-            measured += f"; at index {tuple(int(j) for j in i)}: got {actual[i]!r}"
-            exp += f"; there: {expected[i]!r}"
+            where = f" at index {tuple(int(j) for j in i)}" if bad.ndim else ""
+            measured += f";{where} got {_number(actual[i])}"
+            exp += f"; {'there' if bad.ndim else 'expected'}: {_number(expected[i])}"
         raise CheckFailed(f"{what} does not match the reference", measured=measured, expected=exp, hint=hint)
+
+
+def _number(value) -> str:
+    """One array element as a learner reads it: ``-4.16019`` or ``3``, not ``np.float32(-4.16019)``."""
+    item = np.asarray(value).item()
+    return f"{item:.6g}" if isinstance(item, float) else str(item)

@@ -17,6 +17,8 @@ from grader.results import BLOCKED, ERROR, FAILED, INTEGRITY, NOT_RUN, PASSED, E
 _ICON = {PASSED: "[green]PASS[/]", FAILED: "[red]FAIL[/]", BLOCKED: "[yellow]BLKD[/]", INTEGRITY: "[red]VOID[/]",
          ERROR: "[magenta]ERR [/]", NOT_RUN: "[dim]----[/]"}
 
+SHOWN_OUTPUT = 2000  # characters of printed output in a panel (the last ones)
+
 
 def to_json(run: RunResult) -> str:
     return json.dumps(run.to_dict(), indent=2, sort_keys=False)
@@ -85,7 +87,10 @@ def _exercise_panel(ex: ExerciseResult, verbose: bool) -> Panel:
     if ex.integrity:
         parts.append(Text(lt.integrity_text(ex), style="red"))
     if ex.output and verbose:
-        parts.append(Text("your code printed:\n" + lt.printable(ex.output[-2000:]), style="dim"))
+        shown = ex.output[-SHOWN_OUTPUT:]
+        cut = len(ex.output) - len(shown)
+        more = f"... [{cut} earlier characters cut; --json has all the grader kept]\n" if cut else ""
+        parts.append(Text("your code printed:\n" + more + lt.printable(shown), style="dim"))
     style = "green" if ex.all_passed else ("yellow" if ex.score else "red")
     return Panel(Group(*parts), title=f"Exercise {ex.number}: {escape(ex.title)}", title_align="left", border_style=style)
 

@@ -227,6 +227,11 @@ FORGERIES = {
     "grader_walker": "import importlib\nimportlib.import_module('grader.ir')\n",
     "answer_pipe": "import os\nos.write(1001, b'{\"id\": 2, \"ok\": 4}\\n')\n",
     "code_spoof": "import jax\nexec(compile('def f(x): return x', jax.__file__, 'exec'), {})\n",
+    # the grader's true source, read the way tracebacks read it, run under its own name
+    "grader_source": ("import linecache, os, sys\n"
+                      "root = next(p for p in sys.path if os.path.isfile(os.path.join(p, 'grader', 'compiles.py')))\n"
+                      "path = os.path.join(root, 'grader', 'compiles.py')\n"
+                      "exec(compile(''.join(linecache.getlines(path)), path, 'exec'), {'__name__': 'x'})\n"),
 }
 
 

@@ -337,3 +337,18 @@ def test_every_writer_reports_a_run_that_could_not_grade():
     parsed = [parse_command(line) for line in annotations(run, Path(ROOT))]
     assert parsed[0] == ("warning", {"title": "Grading"}, RUN_ERROR)
     assert parsed[-1][0] == "notice"
+
+
+def test_verbose_terminal_output_says_when_printed_output_was_cut(run):
+    from io import StringIO
+
+    from rich.console import Console
+
+    import dataclasses
+
+    ex = dataclasses.replace(run.exercises[0], output="".join(f"line {i}\n" for i in range(1000)))
+    out = StringIO()
+    render.print_exercise(ex, Console(file=out, width=200), verbose=True)
+    text = out.getvalue()
+    assert "line 999" in text and "line 0\n" not in text
+    assert re.search(r"\.\.\. \[\d+ earlier characters cut", text)

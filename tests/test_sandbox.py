@@ -57,6 +57,18 @@ def test_exception_keeps_only_learner_frames(tmp_path):
     assert "learner.py" in err.detail and "worker.py" not in err.detail
 
 
+def test_an_error_inside_jit_is_the_learners_error_not_an_integrity_violation(tmp_path):
+    # JAX reads the source line of every frame on the stack (grader frames included) when an
+    # error passes through jit: showing lines is not reading the grader.
+    src = ("import jax, jax.numpy as jnp\n\n@jax.jit\ndef f(x):\n"
+           "    return jnp.dot(x, jnp.ones((7, 3)))\n")
+    with sandbox_for(tmp_path, src) as sb:
+        err = error_of(sb, "f", np.ones((2, 3), np.float32))
+        assert sb.integrity == []
+    assert err.kind == "exception" and "dot_general" in err.message
+    assert f'File "{tmp_path / "learner.py"}", line 5' in err.detail
+
+
 def test_timeout_kills_and_later_calls_fail_fast(tmp_path):
     with sandbox_for(tmp_path, "def f():\n    while True:\n        pass\n", timeout_s=2) as sb:
         t0 = time.monotonic()
@@ -141,21 +153,35 @@ def test_clean_worker_runs_probes_without_learner_code():
             sb.call("anything")
 
 
-def test_compile_counts_are_the_same_with_a_warm_compile_cache(tmp_path, open_tmp):
-    cache = open_tmp / "cache"  # as root the sandbox's own user must be able to write it
+def test_compile_counts_are_the_same_with_a_warm_compile_cache(tmp_path, open_tmp, monkeypatch):
+    # as a learner's laptop runs it: one user (as root, sandboxes share no cache; see below)
+    monkeypatch.setattr(sandbox_user, "isolating", lambda: False)
+    cache = open_tmp / "cache"
     cache.mkdir()
     os.chmod(cache, 0o777)
-    src = "import jax\n@jax.jit\ndef f(x):\n    return x * 2\n"
+    # (the learner turns JAX's compile log on: its lines are theirs, the cache's are not)
+    src = "import jax\njax.config.update('jax_log_compiles', True)\n@jax.jit\ndef f(x):\n    return x * 2\n"
     calls = [{"args": [np.zeros(n, np.float32)]} for n in (3, 3, 4)]
     counts, entries = [], []
     for _ in range(2):  # the second sandbox finds both programs in the persistent cache
         with sandbox_for(tmp_path, src, compile_cache=cache) as sb:
             counts.append(count_compiles(sb, "f", calls)[1].learner)
             assert not sb.integrity
+        assert "persistent compilation cache" not in sb.output.lower()  # complete once the worker ended
         entries.append(sorted(p.name for p in cache.rglob("*") if p.is_file() and p.name[0] != "."))
     assert counts == [2, 2]
     assert entries[0], "the persistent cache was not written"
     assert entries[1] == entries[0], "the second run should have hit the cache, not written new entries"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root runs learner code as a user of its own")
+def test_as_root_sandboxes_share_no_compile_cache(tmp_path, open_tmp):
+    cache = open_tmp / "cache"
+    cache.mkdir()
+    os.chmod(cache, 0o777)
+    with sandbox_for(tmp_path, "import jax\n@jax.jit\ndef f(x):\n    return x * 2\n", compile_cache=cache) as sb:
+        assert count_compiles(sb, "f", [{"args": [np.zeros(3, np.float32)]}])[1].learner == 1
+    assert not any(cache.iterdir()) and "persistent" not in sb.output.lower()
 
 
 @pytest.fixture

@@ -95,5 +95,11 @@ def test_expect_array_and_close_messages():
     with pytest.raises(CheckFailed) as info:
         expect_close(np.array([1.0, 2.0]), np.array([1.0, 3.0]), reveal=True)
     assert "1 of 2 values off" in info.value.measured and "index (1,)" in info.value.measured
+    with pytest.raises(CheckFailed) as info:  # numbers as a learner reads them, not np.float32(...)
+        expect_close(np.array([[0.5, 5.3333335]], np.float32), np.array([[0.5, 4.25]], np.float32), reveal=True)
+    assert info.value.measured.endswith("at index (0, 1) got 5.33333") and info.value.expected.endswith("there: 4.25")
+    with pytest.raises(CheckFailed) as info:
+        expect_close(np.int32(3), np.int32(4), reveal=True)
+    assert info.value.measured.endswith("; got 3") and info.value.expected.endswith("expected: 4")
     with pytest.raises(CheckFailed, match="NaN"):
         expect_close(np.array([np.nan]), np.array([1.0]))

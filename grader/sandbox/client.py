@@ -269,7 +269,11 @@ class Sandbox:
         })
         if self.user is not None:
             env["GRADER_SANDBOX_UID"] = self.user.env_value
-        cache = str(self.compile_cache) if self.compile_cache is not None and module_path is not None else None
+        # No persistent compile cache when learner code runs as a user of its own (as root):
+        # one cache shared between users is a channel between gradings (grader.cache), and
+        # the worker's first compiles, as root, would leave files that user cannot lock.
+        cache = (str(self.compile_cache) if self.compile_cache is not None and module_path is not None
+                 and self.user is None else None)
         env.update(jaxcompat.compile_cache_env(cache))
         if cache:
             env["GRADER_WRITABLE"] = cache
@@ -340,7 +344,7 @@ class Sandbox:
     @property
     def output(self) -> str:
         """What the learner's code printed (capped; the grader's own stack dump left out)."""
-        return _FAULT_BLOCK.sub("", self._drain.text()) if self.proc is not None else ""
+        return self.their_paths(_FAULT_BLOCK.sub("", self._drain.text())) if self.proc is not None else ""
 
     # -- protocol --------------------------------------------------------------------
     def _send(self, data: bytes) -> None:
@@ -503,10 +507,16 @@ class Sandbox:
         elif kind == "exception":
             message = f"your code raised {exc_type}: {message} ({where})"
         detail = clean_text(str(err.get("traceback", "")))[:4000]
-        if self._box is not None and self.module_path is not None:  # their path, not the sandbox's copy
-            message = message.replace(str(self._box) + os.sep, str(self.module_path.parent) + os.sep)
-            detail = detail.replace(str(self._box) + os.sep, str(self.module_path.parent) + os.sep)
+        message, detail = self.their_paths(message), self.their_paths(detail)
         return SubmissionError(kind, message, detail=detail, line=line, file=fname, exc_type=exc_type)
+
+    def their_paths(self, text: str) -> str:
+        """``text`` with the sandbox's copy of the learner's files named as the learner knows
+        them (a file graded with ``--file`` keeps its own name)."""
+        if self._box is None or self.module_path is None or self.snapshot is None:
+            return text
+        text = text.replace(str(self._box / self.snapshot.module_file), str(self.module_path))
+        return text.replace(str(self._box) + os.sep, str(self.module_path.parent) + os.sep)
 
     def request(self, op: str, target: str, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True  # plain pytest shows the learner's failure, not these frames

@@ -23,9 +23,11 @@ Refused once the learner's module starts loading:
 * files: writing anywhere but the sandbox's own folder (and the compile cache, when it is
   on); reading anything but the sandbox's folder, the Python installation and a few
   system files; opening folders outside the sandbox; relative paths with ``..``;
-  links of any kind; reading the grader's own files or importing ``grader``;
-* code that pretends to be a library's or the grader's: ``compile`` with such a file name
-  and source that is not that file's, new code or function objects from such code,
+  links of any kind; reading the grader's own files or importing ``grader`` (except the
+  source lines ``linecache`` reads for a traceback or a warning: JAX does that for every
+  frame on the stack when an error passes through ``jit``);
+* code that pretends to be a library's or the grader's: ``compile`` under the grader's
+  file name at all, or under a library's with source that is not that file's, new code or function objects from such code,
   replacing a function's ``__code__``, ``marshal.loads`` of anything but a ``.pyc`` the
   import system just read, ``exec`` of a library's function code.  Compiles are
   attributed by where the traced code comes from (``grader.compiles``), so this keeps
@@ -180,6 +182,9 @@ def install(roots: Roots, violations: list, *, get_frame=sys._getframe) -> None:
     sandbox, grader, writable, readable = (roots.sandbox,), (roots.grader,), roots.writable, roots.readable
     last_pyc: dict[int, bytes] = {}  # thread -> the .pyc the import system opened last
     own_codes: set = set()  # the guard's own functions' code, skipped when looking for who asked
+    import linecache
+
+    display_codes = frozenset({linecache.updatecache.__code__})  # reads a file's lines to show them
     PermissionError_, TypeError_, OSError_, ValueError_ = PermissionError, TypeError, OSError, ValueError
 
     def refuse(reason: str):
@@ -207,6 +212,24 @@ def install(roots: Roots, violations: list, *, get_frame=sys._getframe) -> None:
             frame = frame.f_back
         return LIBRARY, via_third_party
 
+    def display_read() -> bool:
+        """Is this read linecache's, on behalf of a traceback or a warning that shows
+        source lines (JAX extracts the whole stack, grader frames included, whenever an
+        error passes through a transformation)?  Such text is shown, never run: compiling
+        it under the grader's file name is refused below."""
+        try:
+            frame = get_frame(1)
+        except ValueError_:
+            return False
+        while frame is not None:
+            code = frame.f_code
+            if code in display_codes:
+                return True
+            if code not in own_codes and kind(code.co_filename) != LIBRARY:
+                return False
+            frame = frame.f_back
+        return False
+
     def learner_asks() -> bool:
         k, via_third_party = who_asks()
         return k == LEARNER and not via_third_party
@@ -232,7 +255,8 @@ def install(roots: Roots, violations: list, *, get_frame=sys._getframe) -> None:
             if not under(p, writable):
                 refuse(f"{what} outside its sandbox folder: {p}")
         elif under(p, grader):
-            if who_asks()[0] != GRADER:  # the grader's own tracebacks read its files
+            shown = p.endswith(".py") and display_read()  # source lines for a traceback, never a .pyc
+            if who_asks()[0] != GRADER and not shown:  # the grader's own tracebacks read its files
                 refuse(f"read the grader's own files: {p}")
         elif not under(p, readable):
             refuse(f"{what} outside its sandbox folder: {p}")
@@ -292,6 +316,8 @@ def install(roots: Roots, violations: list, *, get_frame=sys._getframe) -> None:
                 refuse(f"loaded a native extension from outside the Python installation: {filename}")
         elif event == "compile":
             source, filename = (tuple(args) + (None, None))[:2]
+            if isinstance(filename, str) and kind(filename) == GRADER and who_asks()[0] != GRADER:
+                refuse(f"compiled code under the grader's file name ({filename})")
             if spoofs(filename) and not (isinstance(source, (str, bytes)) and same_as_file(source, filename)):
                 refuse(f"compiled code under a library's or the grader's file name ({filename})")
         elif event == "code.__new__":
@@ -329,6 +355,6 @@ def install(roots: Roots, violations: list, *, get_frame=sys._getframe) -> None:
         finally:
             local.busy = False
 
-    for fn in (refuse, who_asks, learner_asks, resolve, check_path, on_open, same_as_file, spoofs, judge, hook):
+    for fn in (refuse, who_asks, display_read, learner_asks, resolve, check_path, on_open, same_as_file, spoofs, judge, hook):
         own_codes.add(fn.__code__)
     sys.addaudithook(hook)

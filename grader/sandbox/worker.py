@@ -348,6 +348,11 @@ def serve(chan: _Channel) -> None:
     from grader import plaindata
 
     logging._srcfile = None  # log records need no caller frame (the guard would refuse the learner's)
+    # The persistent compile cache is the grader's, not the learner's: JAX's lines about it
+    # ("Persistent compilation cache hit ...", shown when jax_log_compiles is on) are not
+    # something their code printed.
+    for name in ("jax._src.compiler", "jax._src.compilation_cache", "jax._src.cache_key"):
+        logging.getLogger(name).addFilter(lambda record: "persistent" not in str(record.msg).lower())
     violations: list[str] = []
     _context.seal_grader()
     seccomp.install()  # before the guard, which refuses ctypes
