@@ -13,7 +13,8 @@ traceback of the Python code that created it, cut at the trace's boundary, so an
 equation made by the learner's code (or by the grader's probe code around it) names that
 code, while an eagerly dispatched primitive or a ``jnp`` helper names only JAX's own
 files.  A compilation whose traced code is all library code is *incidental*; everything
-else is *own*.  This does not depend on names: a renamed function, a ``functools.partial``
+else is *own*, including a program that runs code no traceback describes (a deserialized
+``jax.export`` module, a host callback: ``OPAQUE_PRIMITIVES``).  This does not depend on names: a renamed function, a ``functools.partial``
 or a function made by ``exec`` is still the learner's (``grader.sandbox.guard`` refuses
 code that pretends to come from a library file).
 
@@ -35,6 +36,11 @@ from grader import jaxcompat
 from grader.sandbox.guard import Roots
 
 LIBRARY = "library"  # the guard's name for the Python installation's code
+
+#: Equations that run a program whose code has no traceback to judge (a deserialized
+#: ``jax.export`` module, a host callback): whoever made one, it may hold the learner's
+#: work, so a compilation that contains one is never incidental.
+OPAQUE_PRIMITIVES = frozenset({"call_exported", "pure_callback", "io_callback", "ffi_call"})
 
 
 class CompileRecorder:
@@ -133,6 +139,8 @@ class CompileRecorder:
             jaxpr = stack.pop()
             for eqn in jaxpr.eqns:
                 saw_equation = True
+                if eqn.primitive.name in OPAQUE_PRIMITIVES:
+                    return True
                 traceback = getattr(eqn.source_info, "traceback", None)
                 if traceback is not None:
                     for code in traceback.raw_frames()[0]:

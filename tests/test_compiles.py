@@ -61,6 +61,21 @@ def test_library_function_jitted_directly_counts_as_library_code():
     assert rec.learner == 0 and rec.incidental == 1
 
 
+def test_programs_with_no_traceback_to_judge_are_own_whoever_built_them():
+    # a deserialized jax.export module and a host callback run code that no equation's
+    # traceback describes: wrapped in library code, they would otherwise look like JAX's own
+    from jax import export
+
+    def work(x):
+        return jnp.tanh(x) * 2
+
+    spec = jax.ShapeDtypeStruct((4,), jnp.float32)
+    with CompileRecorder() as rec:
+        export.deserialize(export.export(jax.jit(work))(spec).serialize()).call(jnp.zeros(4))
+        jax.jit(functools.partial(jax.pure_callback, np.tanh, spec))(jnp.zeros(4))
+    assert rec.total >= 2 and rec.incidental == 0 and rec.learner == rec.total
+
+
 def test_static_argument_values_each_compile():
     f = fresh("static_fn", static_argnames=("mode",))
     with CompileRecorder() as rec:
