@@ -59,6 +59,7 @@ _REFUSED = {  # event (or prefix ending in ".") -> what the learner is told thei
     "sys._current_exceptions": "reached for other threads' exceptions",
     "sys.settrace": "installed a tracing hook",
     "sys.setprofile": "installed a profiling hook",
+    "sys.monitoring.register_callback": "installed a monitoring hook",  # Python 3.12+
     "sys.addaudithook": "installed an audit hook",
     "setopencode": "replaced io.open_code",
     "ctypes.": "used ctypes to reach native code or memory",
@@ -175,6 +176,8 @@ def install(roots: Roots, violations: list, *, get_frame=sys._getframe) -> None:
     refused = dict(_REFUSED)
     refused_prefixes = tuple(k for k in refused if k.endswith("."))
     path_events = dict(_PATH_EVENTS)
+    listing_events = frozenset({"os.listdir", "os.scandir", "glob.glob"})
+    grader_import_folder = (os.path.dirname(roots.grader),)  # the sys.path entry of the grader's copy
     frame_attrs = _FRAME_ATTRS
     isdir, isabs, getcwd, fsdecode = os.path.isdir, os.path.isabs, os.getcwd, os.fsdecode
     norm, join = os.path.normpath, os.path.join
@@ -245,7 +248,7 @@ def install(roots: Roots, violations: list, *, get_frame=sys._getframe) -> None:
             path = join(getcwd(), path)
         return norm(path)
 
-    def check_path(path, write: bool, what: str) -> str | None:
+    def check_path(path, write: bool, what: str, listing: bool = False) -> str | None:
         if isinstance(path, int):  # a descriptor it already holds
             return None
         p = resolve(path)
@@ -254,6 +257,8 @@ def install(roots: Roots, violations: list, *, get_frame=sys._getframe) -> None:
         if write:
             if not under(p, writable):
                 refuse(f"{what} outside its sandbox folder: {p}")
+        elif listing and (under(p, grader) or p in grader_import_folder):
+            pass  # names only, and public ones: importers scan every folder on sys.path (SciPy does)
         elif under(p, grader):
             shown = p.endswith(".py") and display_read()  # source lines for a traceback, never a .pyc
             if who_asks()[0] != GRADER and not shown:  # the grader's own tracebacks read its files
@@ -306,7 +311,8 @@ def install(roots: Roots, violations: list, *, get_frame=sys._getframe) -> None:
                 refuse("changed folder through a descriptor")
             for i in indexes:
                 if i < len(args):
-                    check_path(args[i], write, "changed a file" if write else "looked into a folder")
+                    check_path(args[i], write, "changed a file" if write else "looked into a folder",
+                               listing=event in listing_events)
         elif event == "import":
             name = args[0] if args else ""
             if isinstance(name, str) and (name == "grader" or name.startswith("grader.")):
