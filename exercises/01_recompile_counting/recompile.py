@@ -57,7 +57,12 @@ def predict_compiles(calls):
 
     TODO: work out which properties of a call JAX's cache key depends on (and which it
     ignores), turn each call into a hashable key, and count.  Test your rules against
-    real JAX: run calls with JAX_LOG_COMPILES=1 and watch the log.
+    real JAX in your own experiments: run calls with JAX_LOG_COMPILES=1 and watch the log.
+
+    Predict, do not measure: this function must not trace or compile anything (no jax.jit
+    of a stand-in, no make_jaxpr / eval_shape, no jnp arrays).  The grader counts the traces
+    and compilations each call of it causes, and fails the prediction checks when there
+    are any.
     """
     raise NotImplementedError("TODO: predict_compiles")
 

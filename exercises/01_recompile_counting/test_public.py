@@ -73,6 +73,16 @@ def test_predicts_public_sequences(submission, truth, rng):
     misses = []
     for seq, true_count in zip(PUBLIC_SEQUENCES, measured["counts"]):
         got = as_count(submission.call("predict_compiles", seq), "predict_compiles")
+        ran = {k: submission.last_meter.get(k, 0) for k in ("traces", "compiles")}
+        if ran["traces"] or ran["compiles"]:
+            listing = "\n".join(f"  {i}. {render_call(c)}" for i, c in enumerate(seq, 1))
+            raise CheckFailed(
+                f"predict_compiles ran JAX while it predicted the sequence\n{listing}",
+                measured=f"{ran['traces']} trace(s) and {ran['compiles']} compilation(s) during that call",
+                expected="none: the exercise asks for a prediction from jit's rules, in plain Python",
+                hint="turn each call description into a hashable key and count the distinct keys; do not call "
+                     "jax.jit, jax.make_jaxpr or jax.eval_shape, or create jnp arrays, inside predict_compiles",
+            )
         if got != true_count:
             misses.append((seq, got, true_count))
     if misses:
@@ -84,8 +94,8 @@ def test_predicts_public_sequences(submission, truth, rng):
             measured=f"you predicted {got} compilation(s)",
             expected=f"{truth} compilation(s), measured just now with jax {measured['jax']}",
             hint="run these calls yourself with JAX_LOG_COMPILES=1 (and JAX_EXPLAIN_CACHE_MISSES=1 to see why); "
-                 "the key is the abstract signature: shapes, dtypes, weak types, pytree structure, static values, "
-                 "and which arguments were passed by keyword",
+                 "the key is the (args, kwargs) pytree of the call: shapes, dtypes, weak types, its structure "
+                 "(which arguments came by keyword included) and the values of static arguments",
         )
 
 

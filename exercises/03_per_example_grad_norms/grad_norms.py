@@ -37,6 +37,7 @@ def per_example_grad_norms(params, xs, ys):
 
     TODO: differentiate `example_loss` for one example, vectorise that over the batch
     (the parameters are shared by all examples, the data is not), then reduce each
-    example's gradient pytree to one number.  No Python loop over the batch.
+    example's gradient pytree to one number.  No loop over the batch: neither a Python
+    loop nor lax.map / lax.scan / fori_loop / while_loop -- vectorise it with jax.vmap.
     """
     raise NotImplementedError("TODO: per_example_grad_norms")

@@ -7,8 +7,9 @@ The grader builds the mesh and passes it to you (the same way, whatever its shap
 
     mesh = Mesh(np.array(jax.devices()).reshape(d, m), ("data", "model"))
 
-Its axes are Auto axes: you say how the inputs are laid out, and XLA's partitioner
-(GSPMD) works out where every intermediate value lives and which collectives it needs.
+Its axes are Auto axes: you say how the inputs are laid out; JAX's sharding propagation
+(Shardy) works out where every intermediate value lives, and XLA's SPMD partitioner
+inserts the collectives that layout needs.
 Try it yourself on 8 simulated CPU devices:  python megatron.py
 """
 

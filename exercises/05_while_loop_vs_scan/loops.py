@@ -65,8 +65,8 @@ def scan_version(theta, x, max_steps):
     a ``lax.scan`` must be.  Calling it with a different ``max_steps`` compiles again.
 
     TODO:
-      * run exactly ``max_steps`` iterations with ``lax.scan`` (no Python loop over the
-        steps, no ``lax.while_loop``);
+      * run exactly ``max_steps`` iterations with ``lax.scan`` (``length=max_steps``; no
+        Python loop over the steps, no ``lax.while_loop``, no call of ``while_version``);
       * carry, besides ``z``, a step counter and a "done" flag;
       * once the stopping condition of ``while_version`` has held, FREEZE the state:
         further iterations must leave ``z`` and the counter unchanged (``jnp.where``);

@@ -15,7 +15,9 @@ def as_count(value, what):
         value = int(value)
     if type(value) is not int:
         raise CheckFailed(f"{what} should return a Python int", measured=f"a {type(value).__name__}",
-                          expected="an int such as 2", hint="return len(...) of your set of cache keys")
+                          expected="an int such as 2", hint="return len(...) of your set of cache keys",
+                          diagnosis=f"{what} does not return a Python int",
+                          advice="return len(...) of your set of cache keys")
     return value
 
 

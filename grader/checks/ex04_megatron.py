@@ -19,26 +19,36 @@ def where(mesh_shape):
     return f"on the {mesh_shape[0]}x{mesh_shape[1]} mesh"
 
 
-def expect_on_given_mesh(name, record, mesh_shape):
+def _label(mesh_shape, label):
+    """How a diagnosis names the mesh: ``label`` when given (hidden checks: "on the second mesh
+    shape", never its drawn size), else the mesh's shape."""
+    return label or where(mesh_shape)
+
+
+def expect_on_given_mesh(name, record, mesh_shape, label=""):
     """``record`` (one array's sharding) sits on a mesh of the shape shard_inputs was given."""
     axes = record["mesh_axes"]
     given = {"data": mesh_shape[0], "model": mesh_shape[1]}
     if axes is not None and axes != given:
+        advice = ("build every NamedSharding from the `mesh` argument; do not build a mesh of your own or assume "
+                  "its shape: the grader calls shard_inputs with more than one mesh shape")
         raise CheckFailed(
             f"{where(mesh_shape)}: {name} sits on a mesh of shape {axes}, not on the mesh passed to shard_inputs",
-            measured=record["text"], expected=f"a NamedSharding over the given mesh {given}",
-            hint="build every NamedSharding from the `mesh` argument; do not build a mesh of your own or assume "
-                 "its shape: the grader calls shard_inputs with more than one mesh shape",
+            measured=record["text"], expected=f"a NamedSharding over the given mesh {given}", hint=advice,
+            diagnosis=f"{_label(mesh_shape, label)}: {name} sits on a mesh of another shape than the one passed to "
+                      f"shard_inputs", advice=advice,
         )
 
 
-def expect_placed(result, mesh_shape=None):
+def expect_placed(result, mesh_shape=None, label=""):
     """shard_inputs returned three JAX arrays, unchanged, spread over the devices of the given mesh.
 
     Without ``mesh_shape`` (the public checks' fixed mesh) a failure to spread shows the
     input's sharding.  With it, messages name the mesh, leave the sharding text out, and
     each input must also sit on a mesh of exactly that shape (``expect_on_given_mesh``).
+    Every failure carries a diagnosis that names no size (``label`` names the mesh in it).
     """
+    at_label = _label(mesh_shape, label) if mesh_shape is not None else "on the 2x4 mesh"
     returned = result["returned"]
     items = returned["items"]
     if items is None or len(items) != 3:
@@ -46,32 +56,89 @@ def expect_placed(result, mesh_shape=None):
             "shard_inputs should return the three arrays (x, w1, w2)",
             measured=f"it returned a {returned['type']}" + ("" if items is None else f" of {len(items)} values"),
             expected="a tuple of three jax.Arrays", hint="return (x, w1, w2) after placing each one",
+            diagnosis=f"{at_label}: shard_inputs did not return three arrays (x, w1, w2)",
+            advice="return (x, w1, w2) after placing each one",
         )
     for name, item in zip(NAMES, items):
         if not item["is_jax_array"]:
+            advice = "jax.device_put(array, NamedSharding(mesh, spec)) returns the placed jax.Array"
             raise CheckFailed(
                 f"shard_inputs returned {name} as a {item['type']}, not as a jax.Array placed on the mesh",
-                measured=item["type"], expected="jax.Array",
-                hint="jax.device_put(array, NamedSharding(mesh, spec)) returns the placed jax.Array",
+                measured=item["type"], expected="jax.Array", hint=advice, advice=advice,
+                diagnosis=f"{at_label}: shard_inputs returned {name} as something other than a jax.Array",
             )
     for name, kept in zip(NAMES, result["values_kept"]):
         if not kept:
+            advice = "placing an array must not transpose, cast or modify it"
             raise CheckFailed(
                 f"shard_inputs changed {name}: its values, shape or dtype differ from what was passed in",
                 measured=f"{name} changed", expected=f"{name} unchanged (only its placement changes)",
-                hint="placing an array must not transpose, cast or modify it",
+                hint=advice, advice=advice,
+                diagnosis=f"{at_label}: shard_inputs changed the values, shape or dtype of {name}",
             )
     mesh_ids = {i for row in result["mesh"]["device_ids"] for i in row}
     at = "" if mesh_shape is None else f"{where(mesh_shape)}: "
     for name, record in zip(NAMES, result["inputs"]):
         ids = {b[0] for b in record["blocks"]}
         if ids != mesh_ids:
+            advice = ("build each NamedSharding from the `mesh` argument of shard_inputs"
+                      + ("" if mesh_shape is None else " and jax.device_put with it"))
             raise CheckFailed(
                 f"{at}{name} is not spread over the mesh you were given",
                 measured=f"{name} lives on {len(ids)} device(s)" + (f": {record['text']}" if mesh_shape is None else ""),
-                expected=f"every input on all {len(mesh_ids)} devices of the mesh",
-                hint="build each NamedSharding from the `mesh` argument of shard_inputs"
-                     + ("" if mesh_shape is None else " and jax.device_put with it"),
+                expected=f"every input on all {len(mesh_ids)} devices of the mesh", hint=advice, advice=advice,
+                diagnosis=f"{at_label}: {name} does not live on every device of the mesh passed to shard_inputs",
             )
         if mesh_shape is not None:
-            expect_on_given_mesh(name, record, mesh_shape)
+            expect_on_given_mesh(name, record, mesh_shape, label)
+
+
+# --- naming a layout without naming a size ---------------------------------------------------
+
+#: the layouts an input or the output can be recognised as (per dimension: the mesh axis splitting it)
+CANDIDATE_AXES = tuple((a, b) for a in (None, "data", "model") for b in (None, "data", "model") if a != b or a is None)
+
+
+def layout_blocks(shape, axes, result):
+    """Device id -> [[start, stop] per dimension] that ``axes`` implies on the grader's mesh."""
+    d, m = result["mesh"]["shape"]
+    blocks = {}
+    for i, row in enumerate(result["mesh"]["device_ids"]):
+        for j, dev in enumerate(row):
+            position = {"data": (i, d), "model": (j, m)}
+            spans = []
+            for n, axis in zip(shape, axes):
+                if axis is None:
+                    spans.append([0, n])
+                else:
+                    k, parts = position[axis]
+                    spans.append([k * n // parts, (k + 1) * n // parts])
+            blocks[dev] = spans
+    return blocks
+
+
+def measured_blocks(record):
+    return {dev: spans for dev, spans in record["blocks"]}
+
+
+def has_layout(record, axes, result) -> bool:
+    return measured_blocks(record) == layout_blocks(record["global_shape"], axes, result)
+
+
+def describe_axes(axes) -> str:
+    """``rows split over 'data', columns whole``; ``no split: every device holds all of it``."""
+    if all(axis is None for axis in axes):
+        return "no split: every device holds all of it"
+    return ", ".join(f"{label} whole" if axis is None else f"{label} split over '{axis}'"
+                     for label, axis in zip(("rows", "columns"), axes))
+
+
+def recognise(record, result, prefer) -> str:
+    """What layout ``record`` has, in words that name no size: ``prefer`` when it matches (on a
+    mesh axis of one device several layouts look alike), else the first candidate that does."""
+    if has_layout(record, prefer, result):
+        return describe_axes(prefer)
+    for axes in CANDIDATE_AXES:
+        if has_layout(record, axes, result):
+            return describe_axes(axes)
+    return "laid out in some other way"

@@ -12,15 +12,23 @@ from grader.feedback import CheckFailed, describe, expect_array
 def unpack(out, n, what="scan_version(theta, x, max_steps)"):
     """(z, n_steps) from the learner's answer, or a CheckFailed that says what is off."""
     if not isinstance(out, (tuple, list)) or len(out) != 2:
+        advice = "end with `return z, n_steps`, like while_version"
         raise CheckFailed(f"{what} should return a pair (z, n_steps)", measured=describe(out),
-                          expected="a tuple of 2: z as f32[n] and n_steps as an integer scalar",
-                          hint="end with `return z, n_steps`, like while_version")
-    z = expect_array(out[0], shape=(n,), dtype="float32", what=f"z (the first output of {what})")
+                          expected="a tuple of 2: z as f32[n] and n_steps as an integer scalar", hint=advice,
+                          diagnosis="scan_version does not return a pair (z, n_steps)", advice=advice)
+    try:
+        z = expect_array(out[0], shape=(n,), dtype="float32", what=f"z (the first output of {what})")
+    except CheckFailed as exc:
+        exc.diagnosis = "z, the first output of scan_version, is not a float32 array of x's shape"
+        exc.advice = "return the carried z itself: it keeps x's shape and dtype"
+        raise
     steps = out[1]
     if not (isinstance(steps, np.ndarray) and steps.shape == () and np.issubdtype(steps.dtype, np.integer)):
+        advice = "carry the counter as jnp.int32 and update it with jnp.where, as the state is"
         raise CheckFailed(f"n_steps (the second output of {what}) should be an integer scalar",
-                          measured=describe(steps), expected="i32[]",
-                          hint="carry the counter as jnp.int32 and update it with jnp.where, as the state is")
+                          measured=describe(steps), expected="i32[]", hint=advice,
+                          diagnosis="n_steps, the second output of scan_version, is not an integer scalar",
+                          advice=advice)
     return z, int(steps)
 
 

@@ -30,6 +30,8 @@ def first_holder(jaxpr):
 def expect_x64_off(got):
     """``got`` (from ``ex06_jaxpr:count_in_source``) was counted with jax_enable_x64 off, as the truth is."""
     if got.get("x64"):
+        advice = "remove jax.config.update('jax_enable_x64', True) from your file"
         raise CheckFailed("your file turns on jax_enable_x64, which changes the jaxprs being counted",
-                          measured="jax_enable_x64 = True", expected="the default, False",
-                          hint="remove jax.config.update('jax_enable_x64', True) from your file")
+                          measured="jax_enable_x64 = True", expected="the default, False", hint=advice,
+                          diagnosis="your file turns on jax_enable_x64, which changes the jaxprs being counted",
+                          advice=advice)

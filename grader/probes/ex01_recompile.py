@@ -1,10 +1,14 @@
-"""Probe for exercise 1: the true compile count of call sequences, measured live.
+"""Probes for exercise 1.
 
-Runs in the *clean* worker (no learner code; manifest ``clean_worker = true``), a fresh
+``count_sequences``: the true compile count of call sequences, measured live.  It runs in
+the *clean* worker (no learner code; manifest ``clean_worker = true``), a fresh
 JAX process beside the learner's sandbox.  The call language is the one the stub
 documents: a call is ``{"args": [V...], "kwargs": {name: V}}`` and a value ``V`` is a
 Python float/int/str, ``{"array": dtype, "shape": [...], "numpy": bool}``,
 ``{"tuple": [V...]}`` or ``{"dict": {key: V}}``.
+
+``serve_workload``: part B's workload through the learner's ``score``, in the sandbox,
+with the compilations of each request recorded on their own (for the diagnosis).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import jax
 import numpy as np
 
 from grader.compiles import CompileRecorder
+from grader.sandbox.context import to_jax
 
 TARGET = "ex01_recompile_target"  # a distinctive name: compiles are counted by it
 
@@ -58,3 +63,28 @@ def count_sequences(ctx, sequences: list, seed: int) -> dict:
             raise RuntimeError("no compilation of the target was recorded; compile counting is broken")
         counts.append(n)
     return {"counts": counts, "jax": jax.__version__}
+
+
+def serve_workload(ctx, requests: list) -> dict:
+    """Part B: call the learner's ``score`` once per ``{"args", "kwargs"}`` request, recording
+    the compilations of each request on its own (``per_request``: the learner's count per
+    request, for the diagnosis only) and of all of them (``compiles``: the records merged,
+    which the trusted side checks against the meter of this whole request).  Inputs become
+    JAX arrays before any recording starts."""
+    fn = ctx.function("score")
+    prepared = [(to_jax(r.get("args", [])), to_jax(r.get("kwargs", {}))) for r in requests]
+    _block(prepared)
+    outputs, per_request = [], []
+    merged = {"total": 0, "incidental": 0, "events": [], "cache_misses": []}
+    for args, kwargs in prepared:
+        with CompileRecorder(ctx.roots, explain_cache_misses=True) as rec:
+            outputs.append(_block(fn(*args, **kwargs)))
+        plain = rec.to_plain()
+        per_request.append(rec.learner)
+        merged["total"] += plain["total"]
+        merged["incidental"] += plain["incidental"]
+        merged["events"] += plain["events"]
+        merged["cache_misses"] += plain["cache_misses"]
+    merged["events"] = merged["events"][:200]
+    merged["cache_misses"] = merged["cache_misses"][:50]
+    return {"outputs": outputs, "compiles": merged, "per_request": per_request}

@@ -8,8 +8,15 @@
     A ``NotImplementedError`` is not caught, so the stub is reported as not implemented.
     The gradient function is jitted and kept per (function, max_steps), so repeated calls
     with one shape compile once.
+    ``"primitives"`` holds the primitive counts (nested jaxprs included) of the jaxpr of that
+    gradient computation, so the trusted side can see a while loop hidden behind a
+    ``custom_vjp`` (whose forward and backward rules are traced into it).
     It measures only: the trusted check compares the numbers with forward-mode derivatives
     of its own copy of the while-loop iteration.
+
+``loop_structure(ctx, target, theta, x, max_steps)``
+    The jaxpr of ``target(theta, x, max_steps)`` (``max_steps`` static): its primitive counts
+    and equation count, nested jaxprs included, and the ``length`` of every ``scan`` in it.
 """
 
 from __future__ import annotations
@@ -17,11 +24,14 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from grader import ir
+from grader.jaxcompat import SCAN_PRIMITIVE
 from grader.sandbox.context import to_jax
 
 # Bound at import time (probe modules load before the learner's module does).
 _grad = jax.grad
 _jit = jax.jit
+_make_jaxpr = jax.make_jaxpr
 _vdot = jnp.vdot
 _asarray = jnp.asarray
 _block = jax.block_until_ready
@@ -46,13 +56,23 @@ def grad_of_weighted_output(ctx, target: str, theta, x, weights, max_steps: int)
 
         _GRADS[key] = (fn, _jit(_grad(loss, argnums=(0, 1))))  # fn kept alive so its id stays unique
     grad_fn = _GRADS[key][1]
+    args = (to_jax(theta), to_jax(x), _asarray(to_jax(weights)))
     try:
-        g_theta, g_x = _block(grad_fn(to_jax(theta), to_jax(x), _asarray(to_jax(weights))))
+        g_theta, g_x = _block(grad_fn(*args))
+        primitives = ir.primitive_counts(_make_jaxpr(grad_fn)(*args))
     except NotImplementedError:
         raise
     except Exception as exc:  # measured, not judged: the trusted check turns this into feedback
         return {"error": _first_line(exc)}
-    return {"grad_theta": g_theta, "grad_x": g_x}
+    return {"grad_theta": g_theta, "grad_x": g_x, "primitives": primitives}
+
+
+def loop_structure(ctx, target: str, theta, x, max_steps: int) -> dict:
+    fn = ctx.function(target)
+    closed = _make_jaxpr(fn, static_argnums=(2,))(*to_jax([theta, x]), int(max_steps))
+    scans = [int(e.params.get("length", -1)) for e in ir.walk_equations(closed) if e.primitive.name == SCAN_PRIMITIVE]
+    return {"primitives": ir.primitive_counts(closed), "total_eqns": sum(1 for _ in ir.walk_equations(closed)),
+            "scan_lengths": scans[:100]}
 
 
 # --- trusted references, run in the clean worker (manifest clean_worker = true) -----------

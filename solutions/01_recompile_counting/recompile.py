@@ -28,9 +28,10 @@ def _key(v):
 
 
 def _call_key(call):
-    # Positional and keyword arguments are separate parts of the key, so passing the
-    # same value another way (or leaving a static argument at its default) is a new
-    # signature.  The order of keyword arguments does not matter.
+    # jit keys a call on the pytree (args, kwargs): positional arguments are a tuple and
+    # keyword arguments a dict, so passing the same value another way (or leaving a static
+    # argument at its default, i.e. out of the pytree) is a new signature.  A dict's keys
+    # are sorted, so the order of keyword arguments does not matter.
     positional = tuple(_key(a) for a in call.get("args", []))
     keyword = tuple(sorted((name, _key(v)) for name, v in call.get("kwargs", {}).items()))
     return positional, keyword

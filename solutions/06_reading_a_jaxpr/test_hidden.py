@@ -1,5 +1,12 @@
 """Hidden checks for exercise 6: primitive counts on functions written at grading time,
-and the reading answers judged against the jaxprs of the installed JAX."""
+and the reading answers judged against the jaxprs of the installed JAX.
+
+`counts_inside_every_construct` writes one function around EACH kind of higher-order
+construct (every kind, every seed: `COVERAGE` replays the writer's own record of what it
+put at the top level); `counts_nested_primitives` writes four functions that nest
+constructs at random, at least one construct inside another.  A failed count says around
+which construct(s) the counts went wrong and, when the learner's counts equal those of a
+known wrong walk, which mistake; never the function or its counts."""
 
 from collections import Counter
 
@@ -12,6 +19,7 @@ from jax.extend.core import ClosedJaxpr
 
 from grader import ir
 from grader.checks.ex06_jaxpr import expect_x64_off, first_holder, trace
+from grader.coverage import Coverage, ensure
 from grader.feedback import CheckFailed
 from grader.jaxcompat import jaxprs_in_params
 
@@ -41,17 +49,20 @@ LEAVES = (
 TOP_ONLY = ("v = v @ w", "v = jnp.dot(w, v) + x")
 CONSTRUCTS = ("jit", "shared_jit", "scan", "cond", "switch", "while", "fori", "checkpoint",
               "custom_jvp", "custom_vjp", "vmap")
-# The constructs `counts_inside_every_construct` puts at the top level (simplest first), and how
-# each is described to the learner when a count around it goes wrong.
+# The constructs `counts_inside_every_construct` puts at the top level, and how each is
+# described to the learner when a count around it goes wrong.
 DESCRIBE = {
     "jit": "a call of a jax.jit-decorated helper",
+    "shared_jit": "one jitted helper called twice (the same sub-jaxpr in two places)",
     "scan": "lax.scan",
+    "fori": "lax.fori_loop with Python-int bounds (a scan in the jaxpr)",
     "cond": "lax.cond (sometimes with the same function as both branches)",
-    "while": "lax.while_loop",
+    "switch": "lax.switch with three branches (a cond with three branches in the jaxpr)",
+    "while": "lax.while_loop (a condition and a body)",
+    "checkpoint": "jax.checkpoint (remat2 in the jaxpr; its sub-jaxpr is a bare Jaxpr, not a ClosedJaxpr)",
     "custom_jvp": "a jax.custom_jvp function",
     "custom_vjp": "a jax.custom_vjp function",
-    "checkpoint": "jax.checkpoint (its sub-jaxpr is a bare Jaxpr, not a ClosedJaxpr)",
-    "shared_jit": "one jitted helper called twice (the same sub-jaxpr in two places)",
+    "vmap": "jax.vmap of a jitted helper (the jit equation, batched)",
 }
 
 
@@ -64,6 +75,8 @@ class FunctionWriter:
         self.max_depth = max_depth
         self.defs = []
         self.count = 0
+        self.used = []  # (construct, depth) for every construct written, in order
+        self.force_inner = False  # the next block that may hold a construct must hold one
 
     def _const(self):
         return f"{float(self.rng.uniform(0.1, 2.0)):.2f}"
@@ -80,7 +93,8 @@ class FunctionWriter:
     def block(self, depth, rank, lines):
         out = []
         for _ in range(lines):
-            if depth < self.max_depth and self.rng.random() < 0.4:
+            forced, self.force_inner = self.force_inner and depth < self.max_depth, False
+            if depth < self.max_depth and (forced or self.rng.random() < 0.4):
                 out += self.construct(self._pick(self.constructs), depth, rank)
             else:
                 out += self.leaf(False)
@@ -95,11 +109,14 @@ class FunctionWriter:
         self.defs.append(src)
         return name
 
-    def construct(self, kind, depth, rank):
+    def construct(self, kind, depth, rank, jit_vmap=False):
         k = int(self.rng.integers(2, 5))
         c = self._const()
         if kind == "vmap" and rank == 0:
             kind = "jit"
+        self.used.append((kind, depth))
+        if kind == "vmap" and jit_vmap:  # a vmap that leaves an equation holding a sub-jaxpr behind
+            return [f"v = jax.vmap({self.helper(depth, rank - 1, 'jax.jit')})(v)"]
         if kind == "jit":
             return [f"v = {self.helper(depth, rank, 'jax.jit')}(v)"]
         if kind == "shared_jit":
@@ -140,15 +157,19 @@ class FunctionWriter:
             return [f"v = jax.vmap({self.helper(depth, rank - 1)})(v)"]
         raise ValueError(kind)
 
-    def function(self, force=None):
+    def function(self, force=None, nest=False):
         """The whole source; `force` puts that construct at the top level.  The top level always
-        holds at least one higher-order primitive with a non-empty sub-jaxpr."""
+        holds at least one higher-order primitive with a non-empty sub-jaxpr; `nest` makes the
+        helper of that construct hold another construct."""
         lines = ["v = x"]
         n_lines = int(self.rng.integers(2, 5))
         at = int(self.rng.integers(n_lines))
         for i in range(n_lines):
-            if i == at:  # never vmap here: it adds no equation of its own
-                lines += self.construct(force or self._pick([k for k in self.constructs if k != "vmap"]), 0, 1)
+            if i == at:  # a bare vmap adds no equation of its own: here it wraps a jitted helper
+                self.force_inner = nest
+                lines += self.construct(force or self._pick([k for k in self.constructs if k != "vmap"]), 0, 1,
+                                        jit_vmap=True)
+                self.force_inner = False
             elif self.rng.random() < 0.25:
                 lines += self.construct(self._pick(self.constructs), 0, 1)
             else:
@@ -159,9 +180,47 @@ class FunctionWriter:
 
 
 def random_function(rng, **kwargs):
+    """(source, arg specs, constructs written as (kind, depth))."""
     n = int(rng.integers(2, 6))
-    force = kwargs.pop("force", None)
-    return FunctionWriter(rng, **kwargs).function(force), [[[n], "float32"], [[n, n], "float32"]]
+    force, nest = kwargs.pop("force", None), kwargs.pop("nest", False)
+    writer = FunctionWriter(rng, **kwargs)
+    return writer.function(force, nest), [[[n], "float32"], [[n, n], "float32"]], writer.used
+
+
+N_NESTED = 4
+
+
+def draw_nested(rng):
+    """The four functions of `counts_nested_primitives`: random constructs up to two deep, the
+    first top-level construct always holding another one."""
+    seeds = [int(rng.integers(2**31)) for _ in range(N_NESTED)]
+    return [random_function(np.random.default_rng([s, case]), nest=True) for case, s in enumerate(seeds)]
+
+
+def nested_labels(rng):
+    return nested_labels_of(draw_nested(rng))
+
+
+def draw_constructs(rng):
+    """One function per kind of construct, that construct at its top level."""
+    out = {}
+    for i, kind in enumerate(DESCRIBE):
+        out[kind] = random_function(np.random.default_rng([int(rng.integers(2**31)), i]), force=kind, max_depth=1,
+                                    constructs=("jit",))
+    return out
+
+
+def construct_labels(rng):
+    return {kind for kind, (_, _, used) in draw_constructs(rng).items() if (kind, 0) in used}
+
+
+COVERAGE = {
+    "counts_inside_every_construct": Coverage(required=set(DESCRIBE), labels=construct_labels,
+                                              test="test_counts_inside_every_construct"),
+    "counts_nested_primitives": Coverage(
+        required={"a construct inside another", "a construct at the top level", "nesting in every function"},
+        labels=nested_labels, test="test_counts_nested_primitives"),
+}
 
 
 # --------------------------------------------------------------------------------------
@@ -185,6 +244,13 @@ def _jaxpr_param_only(params):  # a walk that only looks at a param called "jaxp
         yield getattr(sub, "jaxpr", sub)
 
 
+def _two_branches(params):  # a walk that takes a tuple of jaxprs for a cond's (true, false) pair
+    for value in params.values():
+        for item in value[:2] if isinstance(value, tuple) else (value,):
+            if hasattr(item, "eqns") or hasattr(item, "jaxpr"):
+                yield getattr(item, "jaxpr", item)
+
+
 def _walk(closed, *, subs=_every_sub, count_holders=True, dedupe=False):
     counts, seen, stack = Counter(), set(), [closed.jaxpr]
     while stack:
@@ -201,73 +267,122 @@ def _walk(closed, *, subs=_every_sub, count_holders=True, dedupe=False):
     return dict(counts)
 
 
+MISTAKES = (
+    (dict(subs=None), "you count only the top-level equations: descend into every sub-jaxpr held in eqn.params, "
+                      "recursively"),
+    (dict(count_holders=False), "you count what is inside sub-jaxprs but not the equation holding them: a jit, scan, "
+                                "cond, ... equation counts once itself"),
+    (dict(dedupe=True), "you skip sub-jaxprs you have seen before: a helper used in two places (or as both branches "
+                        "of a cond) counts in each place"),
+    (dict(subs=_jaxpr_param_only), "you only look inside a param named 'jaxpr': cond keeps its sub-jaxprs in "
+                                   "'branches' (a tuple), and while_loop and custom_jvp/custom_vjp use other names; "
+                                   "look at every param value"),
+    (dict(subs=_closed_subs_only), "you only descend into ClosedJaxpr values: jax.checkpoint (remat2) holds a bare "
+                                   "Jaxpr"),
+    (dict(subs=_two_branches), "you look at only the first two jaxprs of a tuple: a cond made by lax.switch has one "
+                               "branch per case, so walk every item of the branches tuple"),
+)
+
+
 def diagnose(counts, closed):
-    """What went wrong, when the learner's counts equal those of a known wrong walk."""
-    known = [
-        (_walk(closed, subs=None),
-         "you count only the top-level equations: descend into every sub-jaxpr held in eqn.params, recursively"),
-        (_walk(closed, count_holders=False),
-         "you count what is inside sub-jaxprs but not the equation holding them: a jit/scan/cond/... equation "
-         "counts once itself"),
-        (_walk(closed, dedupe=True),
-         "you skip sub-jaxprs you have seen before: a helper used in two places (or as both branches of a cond) "
-         "counts in each place"),
-        (_walk(closed, subs=_jaxpr_param_only),
-         "you only look inside a param named 'jaxpr': cond keeps its sub-jaxprs in 'branches' (a tuple), and "
-         "while_loop and custom_jvp/custom_vjp use other names; look at every param value"),
-        (_walk(closed, subs=_closed_subs_only),
-         "you only descend into ClosedJaxpr values: jax.checkpoint holds a bare Jaxpr"),
-    ]
+    """The known wrong walks whose counts the learner's equal (on this function)."""
     truth = ir.primitive_counts(closed)
-    matches = [text for wrong, text in known if counts == wrong and wrong != truth]
-    if len(matches) > 1:  # on this function several mistakes give the same counts
-        return "one of these: " + " -- OR -- ".join(matches)
-    return matches[0] if matches else ""
+    return [text for kwargs, text in MISTAKES if counts == (wrong := _walk(closed, **kwargs)) and wrong != truth]
 
 
-def judge_counts(got, closed, what):
+GENERIC_ADVICE = ("print the jaxpr of a function built like this and count by hand: every equation at every depth "
+                  "once, the higher-order equation itself included, and every place a sub-jaxpr appears")
+
+
+def expect_mapping(got):
+    """``got`` (from ``ex06_jaxpr:count_in_source``) holds a dict of str -> int, counted with x64 off."""
     expect_x64_off(got)
-    counts = got["counts"]
-    if counts is None:
-        raise CheckFailed(f"count_primitives should return a dict with str keys ({what})",
-                          measured=f"a {got['type']}" + (f" with keys of type {got['key_types']}" if got["key_types"] else ""),
-                          expected="a dict {primitive name: count}",
-                          hint="use eqn.primitive.name (a str) as the key")
-    bad = sorted(k for k, v in counts.items() if type(v) is not int)
+    if got["counts"] is None:
+        advice = "return a plain dict (or collections.Counter) keyed by eqn.primitive.name, a str"
+        raise CheckFailed("count_primitives should return a dict with str keys",
+                          measured=f"a {got['type']}" + (f" with keys of type {got['key_types']}"
+                                                         if got["key_types"] else ""),
+                          expected="a dict {primitive name: count}", hint=advice, advice=advice,
+                          diagnosis="count_primitives does not return a mapping with str keys")
+    bad = sorted(k for k, v in got["counts"].items() if type(v) is not int)
     if bad:
-        raise CheckFailed(f"count_primitives: every count should be a Python int ({what})",
+        advice = "count with a dict or collections.Counter; avoid NumPy integers"
+        raise CheckFailed("count_primitives: every count should be a Python int",
                           measured=f"{len(bad)} value(s) that are not ints", expected="int values",
-                          hint="count with a dict or collections.Counter; avoid NumPy integers")
+                          hint=advice, advice=advice, diagnosis="some counts are not Python ints")
+    return got["counts"]
+
+
+def count_problem(counts, closed):
+    """None when ``counts`` are exact; else (direction, mistake) in words that name no count."""
     truth = ir.primitive_counts(closed)
     if counts == truth:
-        return
-    wrong_names = sum(1 for k in set(counts) | set(truth) if counts.get(k, 0) != truth.get(k, 0))
+        return None
     total, right_total = sum(counts.values()), sum(truth.values())
-    direction = "too few" if total < right_total else "too many" if total > right_total else "the right number of"
-    hint = diagnose(counts, closed) or ("print the jaxpr of a function built like this one and count by hand: every "
-                                        "equation at every depth once, including the higher-order equation itself")
-    raise CheckFailed(
-        f"count_primitives is wrong for {what}",
-        measured=f"{wrong_names} primitive name(s) have the wrong count; in all you counted {direction} equations",
-        expected="one count per equation at every nesting depth, for every primitive that occurs",
-        hint=hint,
-    )
+    direction = ("too few equations in all" if total < right_total else "too many equations in all"
+                 if total > right_total else "the right total but wrong counts per primitive")
+    return direction, diagnose(counts, closed)
 
 
-@pytest.mark.parametrize("case", range(4))
-def test_counts_nested_primitives(submission, rng, case):
-    source, specs = random_function(np.random.default_rng([int(rng.integers(2**31)), case]))
-    got = submission.probe("ex06_jaxpr:count_in_source", source, "f", specs)
-    judge_counts(got, trace(source, "f", specs), "a function nesting jit, scan, cond, while, checkpoint, "
-                                                 "custom_jvp/custom_vjp and vmap in random ways")
+def fail_counts(where, problems, total):
+    """``problems``: [(what, direction, mistakes)] of ``total`` functions -> a CheckFailed naming
+    constructs and mistakes only (never a function's source or counts)."""
+    directions = {direction for _, direction, _ in problems}
+    if len(problems) == total and len(directions) == 1:
+        listing = f"on every one of them ({directions.pop()})"
+    else:
+        listing = "; ".join(f"{what} ({direction})" for what, direction, _ in problems)
+    sets = [set(m) for _, _, m in problems]
+    common = set.intersection(*sets) if all(sets) else set()
+    mistakes = [text for _, text in MISTAKES if text in (common or set().union(*sets))]
+    diagnosis = f"count_primitives is wrong {where}: {listing}"
+    if mistakes:
+        diagnosis += (". Your counts look like " + ("this mistake: " if len(mistakes) == 1 else
+                                                    "one of these mistakes: ") + " -- OR -- ".join(mistakes))
+    advice = " -- OR -- ".join(mistakes) or GENERIC_ADVICE
+    raise CheckFailed(diagnosis, measured="\n".join(f"{w}: {d}" for w, d, _ in problems),
+                      expected="one count per equation at every nesting depth, for every primitive that occurs",
+                      hint=advice, diagnosis=diagnosis, advice=advice)
 
 
-@pytest.mark.parametrize("kind", list(DESCRIBE))
-def test_counts_inside_every_construct(submission, rng, kind):
-    rng = np.random.default_rng([int(rng.integers(2**31)), list(DESCRIBE).index(kind)])
-    source, specs = random_function(rng, force=kind, max_depth=1, constructs=("jit",))
-    got = submission.probe("ex06_jaxpr:count_in_source", source, "f", specs)
-    judge_counts(got, trace(source, "f", specs), f"a function built around {DESCRIBE[kind]}")
+def test_counts_nested_primitives(submission, rng):
+    functions = draw_nested(rng)
+    ensure("counts_nested_primitives", COVERAGE["counts_nested_primitives"].required, nested_labels_of(functions))
+    problems = []
+    for i, (source, specs, used) in enumerate(functions, 1):
+        counts = expect_mapping(submission.probe("ex06_jaxpr:count_in_source", source, "f", specs))
+        problem = count_problem(counts, trace(source, "f", specs))
+        if problem:
+            kinds = ", ".join(dict.fromkeys(DESCRIBE.get(k, k).split(" (")[0] for k, _ in used))
+            problems.append((f"function {i} of {len(functions)}, which nests {kinds}", *problem))
+    if problems:
+        fail_counts("on functions that nest constructs", problems, len(functions))
+
+
+def nested_labels_of(functions):
+    out = set()
+    for _, _, used in functions:
+        if any(depth >= 1 for _, depth in used):
+            out.add("a construct inside another")
+        if any(depth == 0 for _, depth in used):
+            out.add("a construct at the top level")
+    if all(any(depth >= 1 for _, depth in used) for _, _, used in functions):
+        out.add("nesting in every function")
+    return out
+
+
+def test_counts_inside_every_construct(submission, rng):
+    functions = draw_constructs(rng)
+    ensure("counts_inside_every_construct", DESCRIBE,
+           {kind for kind, (_, _, used) in functions.items() if (kind, 0) in used})
+    problems = []
+    for kind, (source, specs, _) in functions.items():
+        counts = expect_mapping(submission.probe("ex06_jaxpr:count_in_source", source, "f", specs))
+        problem = count_problem(counts, trace(source, "f", specs))
+        if problem:
+            problems.append((f"around {DESCRIBE[kind]}", *problem))
+    if problems:
+        fail_counts("on functions built around one construct each", problems, len(functions))
 
 
 # --------------------------------------------------------------------------------------
@@ -410,13 +525,19 @@ def test_reading_answers(submission, key):
     probed = submission.probe("ex06_jaxpr:answers")
     got = probed["answers"]
     if not isinstance(got, dict) or key not in got:
+        advice = "return a dict with exactly the keys the stub's docstring lists"
         raise CheckFailed(f"answers() has no answer for {key!r}",
                           measured=type(got).__name__ if not isinstance(got, dict) else f"keys {sorted(got)[:10]}",
-                          expected=f"a dict with the key {key!r}", hint="use exactly the keys the stub lists")
+                          expected=f"a dict with the key {key!r}", hint=advice, advice=advice,
+                          diagnosis=f"answers() has no answer for {key!r}" if isinstance(got, dict) else
+                          "answers() does not return a dict")
     answer = normalise(kind, got[key])
     if answer is None:
+        expected = {"str": "a str", "int": "an int", "list": "a list of str"}[kind]
         raise CheckFailed(f"answers()[{key!r}] has the wrong type", measured=type(got[key]).__name__,
-                          expected={"str": "a str", "int": "an int", "list": "a list of str"}[kind], hint=hint)
+                          expected=expected, hint=hint, advice=hint,
+                          diagnosis=f"answers()[{key!r}] should be {expected}")
     if answer != truth_of(key):
         raise CheckFailed(f"answers()[{key!r}] is not what the installed JAX's jaxpr shows",
-                          measured=f"your answer: {got[key]!r}", expected=what, hint=hint)
+                          measured=f"your answer: {got[key]!r}", expected=what, hint=hint, advice=hint,
+                          diagnosis=f"answers()[{key!r}] ({what}) does not match the jaxpr of the installed JAX")
