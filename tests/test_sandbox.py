@@ -78,6 +78,17 @@ def test_scanning_the_import_path_is_not_an_integrity_violation(tmp_path):
         assert sb.integrity == []
 
 
+def test_the_libraries_a_course_uses_import_without_tripping_the_guard(tmp_path):
+    # equinox imports jaxtyping -> unittest.mock -> asyncio (which makes coroutine code
+    # objects at import) and tries optional imports that scan sys.path
+    src = ("import asyncio, equinox as eqx, optax, jax, jax.numpy as jnp\n"
+           "def f():\n    m = eqx.nn.Linear(2, 3, key=jax.random.key(0))\n"
+           "    return float(jnp.sum(m(jnp.ones(2)))) + len(optax.adam(0.1).init(m.weight))\n")
+    with sandbox_for(tmp_path, src, timeout_s=60) as sb:
+        assert isinstance(sb.call("f"), float)
+        assert sb.integrity == []
+
+
 def test_timeout_kills_and_later_calls_fail_fast(tmp_path):
     with sandbox_for(tmp_path, "def f():\n    while True:\n        pass\n", timeout_s=2) as sb:
         t0 = time.monotonic()

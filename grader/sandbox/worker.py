@@ -293,6 +293,10 @@ def import_harness() -> None:
     import _queue  # noqa: F401
     import _thread  # noqa: F401
     import ctypes  # noqa: F401 - imported now: importing it later loads native code (refused)
+    # imported now: at import, asyncio's modules make coroutine code objects (types.coroutine),
+    # which the guard refuses once learner code may run; equinox needs both (through jaxtyping)
+    import asyncio  # noqa: F401
+    import unittest.mock  # noqa: F401
 
     import numpy as np  # noqa: F401
     import jax  # noqa: F401
