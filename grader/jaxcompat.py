@@ -148,3 +148,14 @@ def traced_function_file(closed_jaxpr) -> str:
     if " at " not in text:
         return ""
     return text.rsplit(" at ", 1)[1].rsplit(":", 1)[0]
+
+
+# --- donation ---------------------------------------------------------------------------
+def deleted_flags():
+    """A function ``leaves -> [bool]``: which leaves are JAX arrays whose buffer is gone
+    (donated to a jitted call, or deleted).  ``ArrayImpl`` is private; it lives in
+    ``jax._src.array`` in the tested versions."""
+    from jax._src.array import ArrayImpl
+
+    is_deleted = ArrayImpl.is_deleted
+    return lambda leaves: [bool(is_deleted(leaf)) if isinstance(leaf, ArrayImpl) else False for leaf in leaves]

@@ -1,0 +1,108 @@
+"""Public checks for exercise 8 (run by `grade exercise 8`; they carry no points).
+
+Every model is built by your `make_model` inside the sandbox; what comes back is plain
+data: your `weights(model)`, outputs, losses, and descriptions of pytrees.  The
+references are computed here, in float64 NumPy, from the weights your model returned.
+The hidden checks test the same properties on other architectures, data and seeds.
+"""
+
+import numpy as np
+
+from grader.checks import ex08_equinox as ref
+from grader.feedback import CheckFailed, expect_array, expect_close
+from grader.testing import compiles_of, expect_compiles
+
+PROBE = "ex08_equinox:"
+SIZES = [3, 5, 2]  # one architecture for every public check: building a new shape costs compiles
+SHAPES = [(5, 3), (5,), (2, 5), (2,)]
+
+
+def batch(seed, b, d_in, d_out):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(b, d_in)).astype(np.float32), rng.normal(size=(b, d_out)).astype(np.float32)
+
+
+def test_forward_small(submission):
+    xs, _ = batch(0, 4, 3, 2)
+    out = submission.probe(PROBE + "forward", SIZES, "tanh", 0, xs, 1)
+    layers = ref.read_weights(out["weights"], SIZES)
+    got = expect_array(out["outputs"], shape=(4, 2), dtype="float32", what="predict(model, xs, key)")
+    expect_close(got, ref.forward(layers, "tanh", xs).astype(np.float32), rtol=1e-4, atol=1e-5, reveal=True,
+                 what="predict(make_model([3, 5, 2], 'tanh', 0.0, 0), xs, key)",
+                 hint="hidden layers: h = act(layer(h)) with eqx.nn.Linear (weight @ x + bias); the last layer "
+                      "has no activation; vmap the one-example model over the batch")
+
+
+def test_static_field_small(submission):
+    view = submission.probe(PROBE + "pytree_view", SIZES, 0, 0.5)
+    for activation in ("tanh", "relu"):
+        leaves = view[activation]["leaves"]
+        others = sorted({leaf["kind"] for leaf in leaves} - {"array", "float", "bool"})
+        if others:
+            raise CheckFailed(
+                f"make_model([3, 5, 2], {activation!r}, 0.5, 0) has leaves that are neither arrays nor Dropout's "
+                f"settings", measured="leaf types: " + ", ".join(leaf["kind"] for leaf in leaves),
+                expected="arrays (weights and biases), plus eqx.nn.Dropout's own float `p` and bool `inference`",
+                hint="declare `activation: str = eqx.field(static=True)`: a static field is part of the treedef, "
+                     "not a leaf")
+        arrays = [tuple(leaf["shape"]) for leaf in leaves if leaf["kind"] == "array"]
+        if sorted(arrays) != sorted(SHAPES):
+            raise CheckFailed("the model's arrays are not exactly its weights and biases", measured=str(arrays),
+                              expected=f"{SHAPES} in some order",
+                              hint="keep only the eqx.nn.Linear layers and the Dropout layer as fields")
+    if view["tanh"]["treedef"] == view["relu"]["treedef"]:
+        raise CheckFailed("the models built with 'tanh' and with 'relu' have the same treedef",
+                          measured=view["tanh"]["treedef"], expected="treedefs that differ in the activation",
+                          hint="store the activation's name in a static field")
+
+
+def test_compiles_small(submission):
+    batches = [dict(zip(("xs", "ys"), batch(10 + t, 4, 3, 2))) for t in range(3)]
+    out = submission.probe(PROBE + "train_run", SIZES, "tanh", 0, batches, 0)
+    expect_compiles(compiles_of(submission, out["compiles"]), at_least=1, at_most=1,
+                    what="3 train_steps with one architecture",
+                    hint="decorate train_step with @eqx.filter_jit (once, at module level)")
+    out = submission.probe(PROBE + "train_run", SIZES, "tanh", 1, batches[:2], 5)
+    expect_compiles(compiles_of(submission, out["compiles"]), at_least=0, at_most=0,
+                    what="train_steps of a fresh model with the same shapes and activation",
+                    hint="filter_jit compares static fields with ==: keep the activation's name there, not a "
+                         "function made per model")
+    out = submission.probe(PROBE + "train_run", SIZES, "relu", 1, batches[:1], 5)
+    expect_compiles(compiles_of(submission, out["compiles"]), at_least=1, at_most=1,
+                    what="a train_step on the same shapes with another activation",
+                    hint="the activation must be static: a new activation is a new program, compiled once")
+
+
+def test_adam_step_small(submission):
+    xs, ys = batch(1, 4, 3, 2)
+    out = submission.probe(PROBE + "train_run", SIZES, "relu", 3, [{"xs": xs, "ys": ys}], 0)
+    before = ref.read_weights(out["initial"], SIZES)
+    after = ref.read_weights(out["after"][0], SIZES, what="weights of the model train_step returned")
+    loss = ref.as_float(out["losses"][0], "the loss train_step returned")
+    want = ref.loss(before, "relu", xs, ys)
+    if not np.isclose(loss, want, rtol=1e-4, atol=1e-6):
+        raise CheckFailed("the loss train_step returned is not the mean squared error of the model before the step",
+                          measured=f"{loss:.6g}", expected=f"{want:.6g}",
+                          hint="loss = jnp.mean((predictions - ys) ** 2), every element of the batch counted once")
+    problem, _ = ref.step_mismatch(before, after, ref.grads(before, "relu", xs, ys), None)
+    if problem:
+        raise CheckFailed("the first train_step is not one Adam step (lr 1e-2) on the mean squared error",
+                          measured=problem, expected="new = old - lr * m_hat / (sqrt(v_hat) + eps), per entry",
+                          hint="updates, opt_state = OPTIMIZER.update(grads, opt_state, eqx.filter(model, "
+                               "eqx.is_array)); model = eqx.apply_updates(model, updates) -- the minus sign is "
+                               "already in the updates")
+
+
+def test_inference_small(submission):
+    xs, ys = batch(2, 4, 3, 2)
+    out = submission.probe(PROBE + "dropout_view", SIZES, "tanh", 0.5, 0, xs, ys, [1, 2])
+    layers = ref.read_weights(out["weights"], SIZES)
+    first, second = (expect_array(p, shape=(4, 2), dtype="float32", what="predict(model, xs, key)")
+                     for p in out["predictions"])
+    if not np.array_equal(first, second):
+        raise CheckFailed("predict gave different outputs for two keys: dropout is still on",
+                          measured=f"largest difference {float(np.max(np.abs(first - second))):.3g}",
+                          expected="identical outputs", hint="model = eqx.nn.inference_mode(model) before calling it")
+    expect_close(first, ref.forward(layers, "tanh", xs).astype(np.float32), rtol=1e-4, atol=1e-5, reveal=True,
+                 what="predict with dropout_rate 0.5",
+                 hint="in inference mode Dropout passes its input through unchanged (no scaling)")

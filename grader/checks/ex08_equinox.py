@@ -1,0 +1,139 @@
+"""Exercise 8 (Equinox: the model is a pytree): the trusted side's references, shared by the
+public and the hidden checks.  NumPy only, in float64: the forward pass and the loss of
+the exercise's MLP, its gradient by hand-written backprop, and optax's Adam step, all
+computed from the weights the learner's own ``weights(model)`` returned.
+
+The MLP: hidden layer ``l`` computes ``h = act(h @ W_l.T + b_l)`` with ``W_l`` of shape
+``[out, in]`` (``eqx.nn.Linear``'s layout); the last layer is linear.  The loss is the mean
+of ``(prediction - target) ** 2`` over every element of the batch.
+
+Adam is optax's ``scale_by_adam`` followed by ``scale(-lr)``::
+
+    m = b1 m + (1 - b1) g;   v = b2 v + (1 - b2) g**2;   t += 1
+    update = -lr * (m / (1 - b1**t)) / (sqrt(v / (1 - b2**t)) + eps)
+
+``tests/test_ex08_reference.py`` checks all of it against JAX and optax themselves.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grader.feedback import CheckFailed, describe
+
+LEARNING_RATE = 1e-2  # the stub's LEARNING_RATE; its OPTIMIZER is optax.adam with the defaults below
+B1, B2, EPS = 0.9, 0.999, 1e-8
+ACTIVATIONS = ("tanh", "relu")
+
+
+# --- the learner's weights, read and validated ----------------------------------------------
+def read_weights(value, sizes, what="weights(model)") -> list[tuple[np.ndarray, np.ndarray]]:
+    """``[(W f64[out, in], b f64[out]), ...]`` from what ``weights`` returned, or a CheckFailed."""
+    layers = len(sizes) - 1
+    hint = ("one dict per eqx.nn.Linear, in layer order, holding its own `weight` (eqx.nn.Linear keeps it as "
+            "[out, in]) under 'w' and its `bias` under 'b'")
+    if not isinstance(value, (list, tuple)) or len(value) != layers:
+        raise CheckFailed(f"{what} should return a list with one entry per layer", measured=describe(value),
+                          expected=f"a list of {layers} dicts {{'w', 'b'}}", hint=hint,
+                          diagnosis=f"{what} did not return one {{'w', 'b'}} dict per layer, in layer order",
+                          advice=hint)
+    out = []
+    for i, (entry, fan_in, fan_out) in enumerate(zip(value, sizes[:-1], sizes[1:])):
+        w = entry.get("w") if isinstance(entry, dict) else None
+        b = entry.get("b") if isinstance(entry, dict) else None
+        good = (isinstance(w, np.ndarray) and isinstance(b, np.ndarray) and w.shape == (fan_out, fan_in)
+                and b.shape == (fan_out,) and str(w.dtype) == "float32" and str(b.dtype) == "float32")
+        if not good:
+            got = (f"w {describe(w)}, b {describe(b)}" if isinstance(entry, dict) else describe(entry))
+            raise CheckFailed(f"entry {i} of {what} is not {{'w': f32[out, in], 'b': f32[out]}}", measured=got,
+                              expected=f"w f32[{fan_out},{fan_in}], b f32[{fan_out}]", hint=hint,
+                              diagnosis=f"an entry of {what} is not a dict holding w as f32[out, in] and b as "
+                                        f"f32[out]", advice=hint)
+        out.append((w.astype(np.float64), b.astype(np.float64)))
+    return out
+
+
+def act(name, z):
+    return np.tanh(z) if name == "tanh" else np.maximum(z, 0.0)
+
+
+def act_grad(name, z, h):
+    """d act(z) / dz, given z and h = act(z)  (relu: 0 at 0, like jax.nn.relu)."""
+    return 1.0 - h ** 2 if name == "tanh" else (z > 0).astype(np.float64)
+
+
+def forward(layers, activation, xs) -> np.ndarray:
+    h = np.asarray(xs, np.float64)
+    for w, b in layers[:-1]:
+        h = act(activation, h @ w.T + b)
+    w, b = layers[-1]
+    return h @ w.T + b
+
+
+def loss(layers, activation, xs, ys) -> float:
+    return float(np.mean((forward(layers, activation, xs) - np.asarray(ys, np.float64)) ** 2))
+
+
+def grads(layers, activation, xs, ys) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The gradient of ``loss`` with respect to each (W, b), by backprop."""
+    hs, zs = [np.asarray(xs, np.float64)], []
+    for w, b in layers[:-1]:
+        zs.append(hs[-1] @ w.T + b)
+        hs.append(act(activation, zs[-1]))
+    w, b = layers[-1]
+    pred = hs[-1] @ w.T + b
+    dz = 2.0 * (pred - np.asarray(ys, np.float64)) / pred.size
+    out = []
+    for i in range(len(layers) - 1, -1, -1):
+        w, _ = layers[i]
+        out.append((dz.T @ hs[i], dz.sum(axis=0)))
+        if i:
+            dh = dz @ w
+            dz = dh * act_grad(activation, zs[i - 1], hs[i])
+    return out[::-1]
+
+
+# --- Adam ---------------------------------------------------------------------------------
+def adam(g, state, lr=LEARNING_RATE):
+    """One step of optax.adam on one array: (update, new_state); state = (m, v, t) or None."""
+    m, v, t = state if state is not None else (np.zeros_like(g), np.zeros_like(g), 0)
+    m = B1 * m + (1 - B1) * g
+    v = B2 * v + (1 - B2) * g * g
+    t += 1
+    update = -lr * (m / (1 - B1 ** t)) / (np.sqrt(v / (1 - B2 ** t)) + EPS)
+    return update, (m, v, t)
+
+
+def step_mismatch(before, after, gs, states, lr=LEARNING_RATE):
+    """Compare one learner step (weights ``before`` -> ``after``) with Adam driven by the
+    gradients ``gs``; returns (description of the worst mismatch or "", new states).
+
+    Entries whose gradient is tiny next to the rest of their array (a float32 gradient
+    cannot say which way they go) are left out; everywhere else the step must agree within
+    0.1 % of the learning rate (plus 0.1 % of the step)."""
+    problems, new_states = [], []
+    for i, ((wb, bb), (wa, ba), (gw, gb)) in enumerate(zip(before, after, gs)):
+        for name, x0, x1, g, state in (("W", wb, wa, gw, states[2 * i] if states else None),
+                                       ("b", bb, ba, gb, states[2 * i + 1] if states else None)):
+            update, new = adam(g, state, lr)
+            new_states.append(new)
+            scale = max(float(np.max(np.abs(g))), 1e-30)
+            sure = np.maximum(np.abs(g), np.abs(new[0])) > 1e-5 * scale
+            off = np.abs((x1 - x0) - update) > lr * 1e-3 + 1e-3 * np.abs(update)
+            bad = off & sure
+            if bad.any():
+                j = np.unravel_index(int(np.argmax(np.abs((x1 - x0) - update) * bad)), bad.shape)
+                problems.append(f"layer {i} {name}{list(j)}: moved by {float((x1 - x0)[j]):.6g}, "
+                                f"Adam moves it by {float(update[j]):.6g} ({int(bad.sum())} of {bad.size} entries off)")
+    return "; ".join(problems[:3]), new_states
+
+
+def as_float(value, what) -> float:
+    """A Python float from a float or a 0-d float array, or a CheckFailed."""
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind == "f":
+        return float(value)
+    if type(value) in (float, int):
+        return float(value)
+    raise CheckFailed(f"{what} should be a scalar", measured=describe(value), expected="f32[]",
+                      hint="return jnp.mean(...) of the squared errors",
+                      diagnosis=f"{what} is not a scalar", advice="return a 0-d array such as jnp.mean(...)")

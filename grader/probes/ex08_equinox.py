@@ -1,0 +1,122 @@
+"""Probes for exercise 8 (Equinox: the model is a pytree), run beside the learner's code.
+
+The learner's Modules never leave the sandbox: each probe gets plain numbers and arrays,
+builds the model with the learner's ``make_model(sizes, activation, dropout_rate, seed)``,
+calls the learner's functions on it, and hands back plain data -- the learner's own
+``weights(model)`` (``[{"w": f32[out, in], "b": f32[out]}, ...]``), outputs, losses,
+descriptions of pytree leaves and treedefs, and compile records.  Nothing here decides a
+verdict, and nothing here imports Equinox (every worker imports the probe modules; the
+learner's file imports Equinox itself).
+
+``forward``        weights and ``predict`` outputs of a model with dropout rate 0
+``pytree_view``    the leaves and treedef of one architecture built with each activation
+``grads_view``     ``compute_grads``' pytree next to the model's: treedefs, leaves, and the
+                   learner's ``weights`` read off both
+``train_run``      ``train_step`` over several batches from a fresh model, compiles recorded
+``dropout_view``   ``predict`` and training-mode ``loss_fn`` under several keys
+"""
+
+from __future__ import annotations
+
+import jax
+
+from grader.compiles import CompileRecorder
+from grader.sandbox.context import to_jax
+
+# Bound at import time (probe modules load before the learner's module does).
+_key = jax.random.key
+_block = jax.block_until_ready
+_leaves = jax.tree_util.tree_leaves
+_structure = jax.tree_util.tree_structure
+_tree_map = jax.tree_util.tree_map
+_Array = jax.Array
+
+MAX_TREEDEF_CHARS = 4000
+
+
+def _model(ctx, sizes, activation, rate, seed):
+    return ctx.function("make_model")([int(s) for s in sizes], str(activation), float(rate), int(seed))
+
+
+def _describe(leaf) -> dict:
+    """A leaf as plain data: arrays by shape and dtype, anything else by its type's name."""
+    if isinstance(leaf, _Array):
+        return {"kind": "array", "shape": [int(d) for d in leaf.shape], "dtype": str(leaf.dtype)}
+    return {"kind": type(leaf).__name__[:100]}
+
+
+def _arrays_only(tree):
+    """``tree`` with every leaf that is not a JAX array replaced by None (what
+    ``eqx.filter(tree, eqx.is_array)`` gives for a model of JAX arrays)."""
+    return _tree_map(lambda leaf: leaf if isinstance(leaf, _Array) else None, tree)
+
+
+def _first_line(exc: BaseException, limit: int = 300) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:limit] if text else ''}".rstrip(": ")
+
+
+def forward(ctx, sizes, activation, seed, xs, key_seed) -> dict:
+    model = _model(ctx, sizes, activation, 0.0, seed)
+    out = ctx.function("predict")(model, to_jax(xs), _key(int(key_seed)))
+    return {"weights": _block(ctx.function("weights")(model)), "outputs": _block(out)}
+
+
+def pytree_view(ctx, sizes, seed, rate) -> dict:
+    """For each activation: the model's leaves (described), its treedef (as text) and its weights."""
+    out = {}
+    for activation in ("tanh", "relu"):
+        model = _model(ctx, sizes, activation, rate, seed)
+        out[activation] = {"leaves": [_describe(leaf) for leaf in _leaves(model)],
+                           "treedef": str(_structure(model))[:MAX_TREEDEF_CHARS],
+                           "weights": _block(ctx.function("weights")(model))}
+    return out
+
+
+def grads_view(ctx, sizes, activation, seed, xs, ys) -> dict:
+    model = _model(ctx, sizes, activation, 0.0, seed)
+    grads = _block(ctx.function("compute_grads")(model, to_jax(xs), to_jax(ys)))
+    view = {"model_type": type(model).__name__[:100], "grads_type": type(grads).__name__[:100],
+            "model_treedef": str(_structure(_arrays_only(model)))[:MAX_TREEDEF_CHARS],
+            "grads_treedef": str(_structure(grads))[:MAX_TREEDEF_CHARS],
+            "grads_leaves": [_describe(leaf) for leaf in _leaves(grads)][:200],
+            "model_weights": _block(ctx.function("weights")(model))}
+    try:  # the gradient pytree is an MLP too, so the learner's own `weights` reads it
+        view["grad_weights"] = _block(ctx.function("weights")(grads))
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # measured, not judged: the check turns this into feedback
+        view["grad_weights_error"] = _first_line(exc)
+    return view
+
+
+def train_run(ctx, sizes, activation, seed, batches: list, key_seed) -> dict:
+    """A fresh model (dropout rate 0) and optimizer state, then ``train_step`` once per batch
+    (``{"xs", "ys"}``) with keys ``key(key_seed + t)``.  The whole request runs inside the
+    compile recorder (the sandbox's meter counts every compilation of the request, so what
+    building the model compiles must be seen, and proven JAX's own, too)."""
+    step = ctx.function("train_step")
+    weights = ctx.function("weights")
+    data = _block([(to_jax(b["xs"]), to_jax(b["ys"])) for b in batches])
+    after, losses = [], []
+    with CompileRecorder(ctx.roots, explain_cache_misses=True) as rec:
+        model = _model(ctx, sizes, activation, 0.0, seed)
+        opt_state = _block(ctx.function("init_opt_state")(model))
+        initial = _block(weights(model))
+        for t, (xs, ys) in enumerate(data):
+            out = step(model, opt_state, xs, ys, _key(int(key_seed) + t))
+            if not isinstance(out, (tuple, list)) or len(out) != 3:
+                raise TypeError("train_step should return a tuple (new_model, new_opt_state, loss)")
+            model, opt_state, loss = _block(tuple(out))
+            after.append(weights(model))
+            losses.append(loss)
+    return {"initial": initial, "after": after, "losses": losses, "compiles": rec.to_plain()}
+
+
+def dropout_view(ctx, sizes, activation, rate, seed, xs, ys, key_seeds: list) -> dict:
+    model = _model(ctx, sizes, activation, rate, seed)
+    xs, ys = to_jax(xs), to_jax(ys)
+    predict, loss_fn = ctx.function("predict"), ctx.function("loss_fn")
+    return {"weights": _block(ctx.function("weights")(model)),
+            "predictions": [_block(predict(model, xs, _key(int(k)))) for k in key_seeds],
+            "losses": [_block(loss_fn(model, xs, ys, _key(int(k)))) for k in key_seeds]}

@@ -1,0 +1,83 @@
+"""Exercise 7's trusted-side logic, against the live JAX: the ENTRY fusion count read off
+optimized HLO text, and the NumPy gradient used to draw inputs whose clipping is active."""
+
+import jax
+import numpy as np
+
+from grader.checks.ex07_training import (
+    CLIP_NORM,
+    draw_params,
+    draw_step_case,
+    entry_fusions,
+    entry_opcodes,
+    global_norm,
+    grads,
+)
+from grader.probes import ex07_training as probe
+from grader.sandbox.context import to_jax
+
+SYNTHETIC = """HloModule jit_f, is_scheduled=true, entry_computation_layout={(f32[4]{0})->(f32[4]{0}, s32[])}
+
+FileNames
+1 "/some/file.py"
+
+FunctionNames
+1 "fusion_of_things"
+
+%fused_computation (param_0: f32[4]) -> f32[4] {
+  %param_0 = f32[4]{0} parameter(0)
+  ROOT %inner = f32[4]{0} fusion(%param_0), kind=kLoop, calls=%other
+}
+
+ENTRY %main.3 (x.1: f32[4]) -> (f32[4], s32[]) {
+  %x.1 = f32[4]{0} parameter(0), metadata={op_name="x"}
+  %loop_fusion = f32[4]{0} fusion(%x.1), kind=kLoop, calls=%fused_computation, metadata={op_name="jit(f)/jit(fusion)/mul"}
+  %dot = f32[4]{0} add(%loop_fusion, %loop_fusion), metadata={op_name="uses fusion( in a string"}
+  ROOT %tuple_fusion = (f32[4]{0}, /*index=1*/s32[]) fusion(%dot), kind=kLoop, calls=%fused_computation
+}
+"""
+
+
+def test_entry_fusions_counts_only_the_entry_computations_fusion_instructions():
+    assert entry_opcodes(SYNTHETIC) == ["parameter", "fusion", "add", "fusion"]
+    assert entry_fusions(SYNTHETIC) == 2  # not the fused computation's, not names or strings
+
+
+def _compiled_step_text(sizes, batch):
+    rng = np.random.default_rng(0)
+    case = draw_step_case(rng, batch, sizes=sizes)
+    params = to_jax(case["params"])
+    state, _ = probe._state_from(probe._optimizer(0.05, 1.0, 0.01), params, case["adam"])
+    with jax.numpy_rank_promotion("allow"):
+        lowered = probe._ref_step_jit.lower(params, state, jax.device_put(case["x"]), jax.device_put(case["y"]),
+                                            probe._hyper([0.05, 1.0, 0.01]))
+    return lowered.compile().as_text()
+
+
+def test_entry_fusions_on_a_real_optimized_train_step():
+    text = _compiled_step_text([5, 9, 3], 24)
+    assert not text.startswith("ENTRY") and "\nENTRY" in text  # the optimized text opens with tables
+    entry = text[text.index("\nENTRY"):]
+    by_kind = sum(1 for line in entry.splitlines() if " kind=k" in line)  # every fusion names its kind
+    assert entry_fusions(text) == by_kind > 0
+
+
+def test_numpy_gradient_matches_jax():
+    rng = np.random.default_rng(1)
+    for sizes in ([4, 3], [5, 8, 6, 3]):
+        params = draw_params(rng, sizes)
+        x = rng.normal(size=(7, sizes[0])).astype(np.float32)
+        y = rng.integers(0, sizes[-1], size=7).astype(np.int32)
+        with jax.numpy_rank_promotion("allow"):
+            want = jax.grad(probe._loss)(to_jax(params), x, y)
+        got = grads(params, x, y)
+        for g, w in zip(got, want):
+            for k in ("w", "b"):
+                np.testing.assert_allclose(g[k], np.asarray(w[k]), rtol=1e-4, atol=1e-6)
+
+
+def test_step_draws_have_active_clipping():
+    for seed in range(20):
+        case = draw_step_case(np.random.default_rng(seed), 24)
+        assert case["grad_norm"] >= 2 * CLIP_NORM
+        assert global_norm(grads(case["params"], case["x"], case["y"])) == case["grad_norm"]

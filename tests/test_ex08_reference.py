@@ -1,0 +1,93 @@
+"""Exercise 8's trusted-side references (grader/checks/ex08_equinox.py) against the live
+JAX, optax and Equinox: the float64 forward pass, loss, backprop gradient and Adam steps
+must agree with what an Equinox MLP trained by optax.adam really does, and the step
+comparison must reject steps that are not Adam's."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from grader.checks import ex08_equinox as ref
+
+
+def mlp(sizes, activation, seed):
+    act = {"tanh": jnp.tanh, "relu": jax.nn.relu}[activation]
+    keys = jax.random.split(jax.random.key(seed), len(sizes) - 1)
+    layers = [eqx.nn.Linear(a, b, key=k) for a, b, k in zip(sizes[:-1], sizes[1:], keys)]
+
+    def forward(layers, x):
+        for layer in layers[:-1]:
+            x = act(layer(x))
+        return layers[-1](x)
+
+    return layers, forward
+
+
+def as_plain(layers):
+    return [(np.asarray(layer.weight, np.float64), np.asarray(layer.bias, np.float64)) for layer in layers]
+
+
+@pytest.mark.parametrize("activation", ref.ACTIVATIONS)
+def test_forward_loss_and_grads_match_jax(activation):
+    rng = np.random.default_rng(0)
+    sizes = [4, 7, 5, 3]
+    layers, forward = mlp(sizes, activation, 1)
+    xs = rng.normal(size=(6, 4)).astype(np.float32)
+    ys = rng.normal(size=(6, 3)).astype(np.float32)
+
+    def loss(layers):
+        return jnp.mean((jax.vmap(lambda x: forward(layers, x))(xs) - ys) ** 2)
+
+    plain = as_plain(layers)
+    np.testing.assert_allclose(ref.forward(plain, activation, xs), jax.vmap(lambda x: forward(layers, x))(xs),
+                               rtol=1e-5, atol=1e-6)
+    assert ref.loss(plain, activation, xs, ys) == pytest.approx(float(loss(layers)), rel=1e-5)
+    grads = jax.grad(loss)(layers)
+    for (gw, gb), layer in zip(ref.grads(plain, activation, xs, ys), grads):
+        np.testing.assert_allclose(gw, layer.weight, rtol=1e-4, atol=1e-7)
+        np.testing.assert_allclose(gb, layer.bias, rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("activation", ref.ACTIVATIONS)
+def test_two_optax_adam_steps_pass_and_sgd_fails(activation):
+    rng = np.random.default_rng(1)
+    sizes = [3, 6, 2]
+    layers, forward = mlp(sizes, activation, 2)
+    batches = [(rng.normal(size=(5, 3)).astype(np.float32), rng.normal(size=(5, 2)).astype(np.float32))
+               for _ in range(2)]
+    opt = optax.adam(ref.LEARNING_RATE)
+    state = opt.init(layers)
+    history = [as_plain(layers)]
+    for xs, ys in batches:
+        g = jax.grad(lambda ls: jnp.mean((jax.vmap(lambda x: forward(ls, x))(xs) - ys) ** 2))(layers)
+        updates, state = opt.update(g, state, layers)
+        layers = optax.apply_updates(layers, updates)
+        history.append(as_plain(layers))
+    w0, w1, w2 = history
+    problem, states = ref.step_mismatch(w0, w1, ref.grads(w0, activation, *batches[0]), None)
+    assert problem == ""
+    problem, _ = ref.step_mismatch(w1, w2, ref.grads(w1, activation, *batches[1]), states)
+    assert problem == ""
+    # a second step taken as if it were the first (the optimizer state dropped) is caught
+    problem, _ = ref.step_mismatch(w1, w2, ref.grads(w1, activation, *batches[1]), None)
+    assert "Adam moves it by" in problem
+    # so is plain SGD
+    sgd = [(w - ref.LEARNING_RATE * gw, b - ref.LEARNING_RATE * gb)
+           for (w, b), (gw, gb) in zip(w0, ref.grads(w0, activation, *batches[0]))]
+    problem, _ = ref.step_mismatch(w0, sgd, ref.grads(w0, activation, *batches[0]), None)
+    assert problem
+
+
+def test_read_weights_rejects_transposed_and_wrong_dtype():
+    good = [{"w": np.zeros((3, 2), np.float32), "b": np.zeros(3, np.float32)},
+            {"w": np.zeros((1, 3), np.float32), "b": np.zeros(1, np.float32)}]
+    assert len(ref.read_weights(good, [2, 3, 1])) == 2
+    with pytest.raises(ref.CheckFailed):
+        ref.read_weights([{"w": np.zeros((2, 3), np.float32), "b": np.zeros(3, np.float32)}, good[1]], [2, 3, 1])
+    with pytest.raises(ref.CheckFailed):
+        ref.read_weights([{"w": np.zeros((3, 2)), "b": np.zeros(3)}, good[1]], [2, 3, 1])
+    with pytest.raises(ref.CheckFailed):
+        ref.read_weights(good[:1], [2, 3, 1])
