@@ -1,0 +1,174 @@
+"""Probes for exercise 11 (cost, memory and honest timing).
+
+The functions the learner's ``analyze`` is handed (``FUNCTIONS``) and the timing workload
+live here, so the sandbox (which measures the learner) and the clean worker (which
+measures the truth, manifest ``clean_worker = true``) compile exactly the same programs.
+
+In the clean worker, with no learner code:
+
+``dot_costs`` / ``elementwise_costs``
+    ``cost_analysis()`` of the compiled ``x @ w`` and ``tanh(x * y + 1)`` per drawn shape.
+``reports``
+    ``cost_analysis()`` and ``memory_analysis()`` of each drawn (function, shapes, donated
+    arguments), plus the *unoptimized* program's cost (``Lowered.cost_analysis()``), which
+    the checks use to say "you read the program before XLA optimized it".
+
+In the sandbox, beside the learner's code:
+
+``analyze_each``
+    the learner's ``analyze(fn, *args, donate_argnums=...)`` per drawn case.
+``benchmark_against_probe``
+    for a light and a heavy workload: the probe's own compile and run times of the
+    workload, then the learner's ``benchmark`` of an equivalent copy, then the probe's
+    again.  Every copy multiplies by its own constant (from the clock), so no copy can
+    reuse another's compiled program, in memory or in a persistent compile cache.
+
+All of it measures; the trusted checks decide.
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+# Bound at import time (probe modules load before the learner's module does).
+_jit = jax.jit
+_block = jax.block_until_ready
+_device_put = jax.device_put
+_sds = jax.ShapeDtypeStruct
+_perf = time.perf_counter
+_time_ns = time.time_ns
+_tanh, _relu, _softmax, _sum = jnp.tanh, jax.nn.relu, jax.nn.softmax, jnp.sum
+
+
+# --- the functions of Part B (names are what the checks draw) ---------------------------
+def ex11_matmul(x, w):
+    return x @ w
+
+
+def ex11_chain(x, y):
+    return _tanh(x * y + 1.0)
+
+
+def ex11_layer(x, w, b):
+    return _relu(x @ w + b)
+
+
+def ex11_twice(x, w):
+    return (x @ w) + (x @ w)  # XLA computes the product once
+
+
+def ex11_softmax(x):
+    return _softmax(x, axis=-1)
+
+
+def ex11_update(w, g):
+    return w - 0.1 * g  # analysed with w donated
+
+
+def ex11_sumsq(x):
+    return _sum(x * x)
+
+
+FUNCTIONS = {"matmul": ex11_matmul, "chain": ex11_chain, "layer": ex11_layer, "twice": ex11_twice,
+             "softmax": ex11_softmax, "update": ex11_update, "sumsq": ex11_sumsq}
+
+
+def _costs(cost: dict) -> dict:
+    return {"flops": float(cost.get("flops", 0.0)), "bytes": float(cost.get("bytes accessed", 0.0)),
+            "transcendentals": float(cost.get("transcendentals", 0.0))}
+
+
+def _compiled(fn, specs, donate=()):
+    return _jit(fn, donate_argnums=tuple(donate)).lower(*[_sds(tuple(s), d) for s, d in specs]).compile()
+
+
+# --- truth, in the clean worker -----------------------------------------------------------
+def dot_costs(ctx, shapes: list) -> list:
+    """``[(m, k, n), ...]`` -> the compiled f32 ``x @ w``'s flops, bytes and transcendentals."""
+    return [_costs(_compiled(ex11_matmul, [((m, k), "float32"), ((k, n), "float32")]).cost_analysis())
+            for m, k, n in shapes]
+
+
+def elementwise_costs(ctx, cases: list) -> list:
+    """``[(shape, dtype), ...]`` -> the compiled ``tanh(x * y + 1)``'s costs."""
+    return [_costs(_compiled(ex11_chain, [(shape, dtype), (shape, dtype)]).cost_analysis()) for shape, dtype in cases]
+
+
+def reports(ctx, cases: list) -> list:
+    """``[{"name", "shapes", "donate"}, ...]`` (f32 arguments) -> what the compiled program's
+    analyses say, and the unoptimized program's cost."""
+    out = []
+    for case in cases:
+        specs = [(tuple(s), "float32") for s in case["shapes"]]
+        lowered = _jit(FUNCTIONS[case["name"]], donate_argnums=tuple(case["donate"])).lower(
+            *[_sds(s, d) for s, d in specs])
+        compiled = lowered.compile()
+        mem = compiled.memory_analysis()
+        out.append({**_costs(compiled.cost_analysis()),
+                    "argument_bytes": int(mem.argument_size_in_bytes), "output_bytes": int(mem.output_size_in_bytes),
+                    "alias_bytes": int(mem.alias_size_in_bytes),
+                    "unoptimized": _costs(lowered.cost_analysis())})
+    return out
+
+
+# --- the learner's analyze, in the sandbox --------------------------------------------------
+def analyze_each(ctx, cases: list, seed: int) -> list:
+    """The learner's ``analyze`` on each case, with f32 arguments drawn from ``seed``."""
+    analyze = ctx.function("analyze")
+    rng = np.random.default_rng(seed)
+    out = []
+    for case in cases:
+        args = [_device_put(rng.normal(size=tuple(s)).astype(np.float32)) for s in case["shapes"]]
+        _block(args)
+        out.append(analyze(FUNCTIONS[case["name"]], *args, donate_argnums=tuple(case["donate"])))
+    return out
+
+
+# --- timing, in the sandbox ------------------------------------------------------------------
+def _workload(salt: float):
+    """A fresh function (its own constant): one matmul and a tanh."""
+    def ex11_workload(x, w):
+        return _tanh((x @ w) * salt + 0.01)
+    return ex11_workload
+
+
+def _salt(k: int) -> float:
+    """A constant no earlier copy used (a multiple of 2**-16, exact in float32)."""
+    return 1.0 + ((_time_ns() // 1000) % 4093 * 8 + k) / 65536.0
+
+
+def _own_timing(args, repeats: int, k: int) -> dict:
+    """Compile a fresh copy ahead of time (trace, lower, compile), warm it up, then time
+    ``repeats`` blocked calls; the run time is their median."""
+    t0 = _perf()
+    compiled = _jit(_workload(_salt(k))).lower(*args).compile()
+    compile_s = _perf() - t0
+    _block(compiled(*args))
+    runs = []
+    for _ in range(repeats):
+        t0 = _perf()
+        _block(compiled(*args))
+        runs.append(_perf() - t0)
+    return {"compile": compile_s, "run": sorted(runs)[len(runs) // 2]}
+
+
+def benchmark_against_probe(ctx, sizes: dict, repeats: int, seed: int) -> dict:
+    """For each workload ``{"light": n, "heavy": n}`` (f32[n, n] @ f32[n, n], then tanh): the
+    probe's own timing, the learner's ``benchmark(fn, x, w, repeats=repeats)`` of another
+    fresh copy, and the probe's timing again."""
+    benchmark = ctx.function("benchmark")
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i, (label, n) in enumerate(sorted(sizes.items())):
+        args = [_device_put(rng.normal(size=(int(n), int(n))).astype(np.float32)),
+                _device_put((rng.normal(size=(int(n), int(n))) / np.sqrt(n)).astype(np.float32))]
+        _block(args)
+        before = _own_timing(args, repeats, 3 * i)
+        learner = benchmark(_workload(_salt(3 * i + 1)), *args, repeats=repeats)
+        after = _own_timing(args, repeats, 3 * i + 2)
+        out[label] = {"probe": [before, after], "learner": learner}
+    return out
