@@ -38,6 +38,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Iterable
 from pathlib import Path
 
 from grader import __version__
@@ -111,6 +112,7 @@ def grade(
     seed: int | None = None,
     zygote: Zygote | None = None,
     on_check=None,
+    only: dict[int, Iterable[str]] | None = None,
 ) -> RunResult:
     """Grade the exercises ``numbers``.
 
@@ -119,13 +121,17 @@ def grade(
     exercise's files directly (a fixture, one file, a commit's tree); ``hidden_root``
     holds ``<dir>/test_hidden.py`` (``None``: public checks only); ``zygote`` forks the
     sandboxes from a process that imported JAX already (``grade batch``, ``grade watch``);
-    ``on_check(number, check_name)`` is called as each check starts (a terminal's status line).
+    ``on_check(number, check_name)`` is called as each check starts (a terminal's status line);
+    ``only`` runs just some checks of an exercise (with the checks they require; the others
+    are ``not_run``, and a sandbox no selected check needs is never started): ``grade
+    verify`` needs only the checks a known-wrong fixture declares it loses.
     """
     t0 = time.monotonic()
     started_at = utc_now()
     submission_root = Path(submission_root or course_root)
     snapshots = snapshots or {}
     exercises = [manifest.get(n) for n in numbers]
+    selections = {ex.number: _with_requirements(ex, (only or {}).get(ex.number)) for ex in exercises}
     tmp = Path(tempfile.mkdtemp(prefix="grade-checks-"))
     runs: dict[int, ExerciseRun] = {}
     done: dict[int, ExerciseResult] = {}  # exercises the grader itself failed on, then all
@@ -144,7 +150,8 @@ def grade(
                 snap = snapshot_of(ex, submission_root, snapshots)
                 ex_seed = seed if seed is not None else snap.seed(ex.number)
                 try:
-                    runs[ex.number] = _start(ex, snap, ex_seed, course_root, hidden_root, tmp, zygote)
+                    runs[ex.number] = _start(ex, snap, ex_seed, course_root, hidden_root, tmp, zygote,
+                                             selections[ex.number])
                 except Exception as exc:
                     done[ex.number] = grader_error_result(ex, snap, ex_seed, hidden_run, exc)
             try:
@@ -230,24 +237,42 @@ def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
+def _with_requirements(ex: Exercise, names: Iterable[str] | None) -> frozenset[str] | None:
+    """``names`` and every check they require, directly or not (``None``: every check)."""
+    if names is None:
+        return None
+    by_name = {c.name: c for c in ex.checks}
+    unknown = sorted(set(names) - set(by_name))
+    if unknown:
+        raise ValueError(f"exercise {ex.number} has no check {', '.join(unknown)}")
+    chosen, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name not in chosen:
+            chosen.add(name)
+            todo.extend(by_name[name].requires)
+    return frozenset(chosen)
+
+
 def _start(ex: Exercise, snap: Snapshot, seed: int, course_root: Path, hidden_root: Path | None,
-           tmp: Path, zygote: Zygote | None = None) -> ExerciseRun:
+           tmp: Path, zygote: Zygote | None = None, only: frozenset[str] | None = None) -> ExerciseRun:
     """Copy the exercise's checks and start its workers (their JAX imports overlap the rest)."""
+    wanted = {c.visibility for c in ex.checks if only is None or c.name in only}
     public = ex.public_checks(course_root)
-    has_public = public.is_file()
+    has_public = public.is_file() and "public" in wanted
     if has_public:
         shutil.copyfile(public, tmp / f"test_e{ex.number:02d}_public.py")
-    if hidden_root is not None:
+    if hidden_root is not None and "hidden" in wanted:
         hidden = ex.hidden_checks(hidden_root)
         if not hidden.is_file():
             raise FileNotFoundError(f"the hidden checks of exercise {ex.number} are missing: no {hidden}")
         shutil.copyfile(hidden, tmp / f"test_e{ex.number:02d}_hidden.py")
     limits = dict(timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices, zygote=zygote)
-    run = ExerciseRun(ex, snap, seed)
+    run = ExerciseRun(ex, snap, seed, only=only)
     if has_public:
         cache = compile_cache_for(snap) if hidden_root is None else None
         run.public = Sandbox(snap, compile_cache=cache, **limits).start()
-    if hidden_root is not None:
+    if hidden_root is not None and "hidden" in wanted:
         run.hidden = Sandbox(snap, **limits).start()
     if ex.clean_worker:
         run.clean = Sandbox.clean(**limits).start()
@@ -475,6 +500,11 @@ def _check_result(check, tests: list[dict], hidden_available: bool, collect_erro
                        detail=fb.get("detail", ""), duration_s=duration, **where)
 
 
+def _not_selected(check) -> CheckResult:
+    return CheckResult(name=check.name, visibility=check.visibility, summary=check.summary, status=NOT_RUN,
+                       score=0, max_score=0, message="not run: this grading ran a selection of the checks")
+
+
 def _exercise_result(run: ExerciseRun, report: dict, hidden_available: bool) -> ExerciseResult:
     ex = run.exercise
     items: dict[tuple[str, str], list[dict]] = {}
@@ -488,7 +518,8 @@ def _exercise_result(run: ExerciseRun, report: dict, hidden_available: bool) -> 
                         for c in report.get("collectors", []))
     file = str(run.module_path)
     checks = [_check_result(check, items.get((check.visibility, check.name), []), hidden_available,
-                            collect_error, file) for check in ex.checks]
+                            collect_error, file) if run.runs(check.name) else _not_selected(check)
+              for check in ex.checks]
     checks = _apply_integrity(ex, _apply_requirements(ex, checks), run.integrity)
     files = (file, *(str(run.module_path.parent / f) for f in ex.files[1:]))
     hidden_output = run.hidden.output if run.hidden is not None else ""

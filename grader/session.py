@@ -29,6 +29,10 @@ class ExerciseRun:
     public: Sandbox | None = None
     hidden: Sandbox | None = None  # a sandbox of its own for the hidden checks
     clean: Sandbox | None = None  # learner-free worker for trusted measurements (manifest clean_worker)
+    only: frozenset[str] | None = None  # the checks to run (with what they require); None: all
+
+    def runs(self, check_name: str) -> bool:
+        return self.only is None or check_name in self.only
 
     @property
     def module_path(self) -> Path:

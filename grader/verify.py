@@ -20,6 +20,10 @@ A check's hidden inputs are drawn from the seed, so one seed proves little: ``se
 grades every reference solution and every known-wrong fixture at K seeds (the file's own
 and K-1 more, the same K every run), and each must hold at every one of them -- full marks
 for a solution, the declared checks lost for a fixture.
+
+A verdict needs only the checks it rests on, so only those run (``runner.grade(only=...)``):
+a known-wrong fixture runs the checks it declares it loses (and what they require), a
+cheat every check that scores; solutions and stubs run everything.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ class Case:
     snapshot: Snapshot
     must_fail: tuple[str, ...] = ()
     seed: int | None = None  # None: the seed the snapshot gives
+    only: tuple[str, ...] | None = None  # the checks the verdict rests on (None: all of them)
 
 
 @dataclasses.dataclass
@@ -129,6 +134,7 @@ def cases_for(ex: Exercise, course: Path, seeds: int = 1) -> tuple[list[Case], l
         problems.append(f"exercise {ex.number}: needs at least {MIN_HINTS} non-empty hints")
     wrong = 0
     check_names = {c.name for c in ex.checks}
+    scoring = tuple(c.name for c in ex.checks if c.points > 0)  # what a cheat must not earn
     for folder in sorted((course / "fixtures" / ex.dir).glob("*/")):
         if not (folder / "fixture.toml").is_file():
             continue
@@ -150,10 +156,10 @@ def cases_for(ex: Exercise, course: Path, seeds: int = 1) -> tuple[list[Case], l
                                 f"must name checks of the exercise")
                 continue
             wrong += 1
-            cases += [Case(ex.number, f"fixture:{folder.name}{_at(seed)}", "must_fail", snap, must_fail, seed)
-                      for seed in verify_seeds(seeds)]
+            cases += [Case(ex.number, f"fixture:{folder.name}{_at(seed)}", "must_fail", snap, must_fail, seed,
+                           only=must_fail) for seed in verify_seeds(seeds)]
         elif kind == "cheat":
-            cases.append(Case(ex.number, f"cheat:{folder.name}", "zero", snap))
+            cases.append(Case(ex.number, f"cheat:{folder.name}", "zero", snap, only=scoring))
         else:
             problems.append(f"fixture {folder}: kind must be 'wrong' or 'cheat'")
     if wrong < MIN_WRONG_FIXTURES:
@@ -165,7 +171,7 @@ def cases_for(ex: Exercise, course: Path, seeds: int = 1) -> tuple[list[Case], l
         extra = {p.name: p.read_bytes() for p in trick.iterdir() if p.name not in ("cheat.py", "fixture.toml")}
         source = stub_text + b"\n\n" + (trick / "cheat.py").read_bytes()
         cases.append(Case(ex.number, f"cheat:{trick.name}", "zero",
-                          from_source(str(trick / "cheat.py"), ex.module_file, source, extra)))
+                          from_source(str(trick / "cheat.py"), ex.module_file, source, extra), only=scoring))
     return cases, problems
 
 
@@ -199,7 +205,8 @@ def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
     course_root = Path(course)
     zygote = _ZYGOTE if _ZYGOTE is not None and _ZYGOTE.alive else None
     run = runner.grade(manifest, [case.number], course_root=course_root, hidden_root=course_root / "solutions",
-                       snapshots={case.number: case.snapshot}, seed=case.seed, zygote=zygote)
+                       snapshots={case.number: case.snapshot}, seed=case.seed, zygote=zygote,
+                       only={case.number: case.only} if case.only is not None else None)
     ex = run.exercises[0]
     problem = ""
     if case.expect == "full":

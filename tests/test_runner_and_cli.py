@@ -56,6 +56,23 @@ def test_same_submission_same_result(course):
     assert a.seed != grade_file(course, SOLUTION + "\n# v2\n").seed  # an edit draws new inputs
 
 
+def test_a_selection_runs_those_checks_and_what_they_require_and_starts_no_unneeded_sandbox(course, monkeypatch):
+    started = []
+    real_start = runner.Sandbox.start
+    monkeypatch.setattr(runner.Sandbox, "start", lambda self: started.append(self) or real_start(self))
+    manifest = load(course / "exercises" / "manifest.toml")
+    path = course / "sub" / "double.py"
+    path.parent.mkdir()
+    path.write_text(SOLUTION)
+    run = runner.grade(manifest, [1], course_root=course, snapshots={1: single_file(path, "double.py")},
+                       hidden_root=course / "solutions", only={1: ["compiles_once"]})
+    status = {c.name: c.status for c in run.exercises[0].checks}
+    assert status == {"doubles_public": "not_run", "doubles": "passed", "compiles_once": "passed"}
+    assert len(started) == 1  # the hidden sandbox only: no public check was selected
+    with pytest.raises(ValueError, match="no check nonsense"):
+        runner.grade(manifest, [1], course_root=course, hidden_root=course / "solutions", only={1: ["nonsense"]})
+
+
 def test_requires_gates_structural_points(course):
     wrong = "import jax\n\n@jax.jit\ndef double(x):\n    return 3 * x\n"
     ex = grade_file(course, wrong, seed=5)
