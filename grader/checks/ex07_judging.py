@@ -17,6 +17,7 @@ from grader.checks.ex07_training import (
     per_example,
     tree_close,
 )
+from grader.checks import donation
 from grader.feedback import CheckFailed, describe
 from grader.testing import expect_compiles
 
@@ -134,38 +135,7 @@ def judge_compiles(compiles, n_steps: int) -> None:
 
 
 def judge_donation(out: dict) -> None:
-    if not out["jitted"]:
-        raise CheckFailed(
-            "train_step is not a jitted function (it has no .lower), so nothing can be donated to it",
-            measured="train_step.lower is missing", expected="train_step = jax.jit(..., donate_argnums=(0, 1))",
-            hint="decorate train_step itself: @partial(jax.jit, donate_argnums=(0, 1))",
-            diagnosis="train_step is not the function jax.jit returns (no .lower)",
-            advice="decorate train_step itself with @partial(jax.jit, donate_argnums=(0, 1))")
-    problems = []
-    if out["alias_bytes"] < out["donatable_bytes"]:
-        problems.append(f"memory_analysis().alias_size_in_bytes is {out['alias_bytes']}, but params and opt_state "
-                        f"hold {out['donatable_bytes']} bytes")
-    if "input_output_alias" not in out["header"]:
-        problems.append("the compiled module declares no input_output_alias")
-    kept = out["params_deleted"].count(False) + out["state_deleted"].count(False)
-    if kept:
-        problems.append(f"{kept} buffer(s) of params/opt_state are still alive after the call (is_deleted() is False)")
-    if problems:
-        raise CheckFailed(
-            "train_step does not donate params and opt_state",
-            measured="; ".join(problems), expected="every buffer of params and opt_state reused for the outputs",
-            hint="jax.jit(..., donate_argnums=(0, 1)) donates the first two arguments",
-            diagnosis="the compiled step does not reuse the buffers of params and opt_state: "
-                      + ("some are still alive after the call" if kept else "they are not aliased to outputs"),
-            advice="jit train_step with donate_argnums=(0, 1): both the parameters and the optimizer state")
-    if any(out["batch_deleted"]):
-        raise CheckFailed(
-            "train_step donates the batch (x or y) as well: the caller's data is deleted by the call",
-            measured=f"x deleted: {out['batch_deleted'][0]}, y deleted: {out['batch_deleted'][1]}",
-            expected="x and y still alive after the call",
-            hint="donate only what the step replaces: donate_argnums=(0, 1)",
-            diagnosis="the batch passed to train_step is deleted by the call (it was donated)",
-            advice="donate only params and opt_state: donate_argnums=(0, 1); a batch is often used again")
+    donation.judge_donation(out, state="opt_state", state_key="state_deleted")
 
 
 def judge_per_example(out, params, x, y, *, what="per_example(params, x, y)", reveal=False) -> None:

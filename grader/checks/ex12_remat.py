@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from grader.checks import donation
 from grader.feedback import CheckFailed, describe
 
 
@@ -204,37 +205,4 @@ def judge_momentum_step(out, params, momentum, lr, beta, ref: dict) -> None:
 
 
 def judge_donation(out: dict) -> None:
-    if not out["jitted"]:
-        raise CheckFailed(
-            "train_step is not a jitted function (it has no .lower), so nothing can be donated to it",
-            measured="train_step.lower is missing", expected="jax.jit(..., donate_argnums=(0, 1))",
-            hint="decorate train_step itself with @partial(jax.jit, donate_argnums=(0, 1))",
-            diagnosis="train_step is not the function jax.jit returns (no .lower)",
-            advice="decorate train_step itself with @partial(jax.jit, donate_argnums=(0, 1))")
-    problems = []
-    if out["alias_bytes"] < out["donatable_bytes"]:
-        problems.append(f"alias_size_in_bytes is {out['alias_bytes']}, params and momentum hold "
-                        f"{out['donatable_bytes']} bytes")
-    if "input_output_alias" not in out["header"]:
-        problems.append("the compiled module declares no input_output_alias")
-    alive_p = out["params_deleted"].count(False)
-    alive_m = out["momentum_deleted"].count(False)
-    if alive_p or alive_m:
-        problems.append(f"{alive_p} params buffer(s) and {alive_m} momentum buffer(s) still alive after the call")
-    if problems:
-        which = ("the momentum buffers" if alive_m and not alive_p else "the parameter buffers"
-                 if alive_p and not alive_m else "the parameter and momentum buffers")
-        raise CheckFailed(
-            "train_step does not donate both params and momentum",
-            measured="; ".join(problems), expected="every buffer of params and momentum reused and deleted",
-            hint="donate_argnums=(0, 1) donates both",
-            diagnosis=f"{which} passed to train_step are not donated: they outlive the call"
-            if alive_p or alive_m else "the compiled step does not alias the donated buffers to its outputs",
-            advice="jit train_step with donate_argnums=(0, 1): the parameters AND the momentum are replaced "
-                   "every step")
-    if any(out["batch_deleted"]):
-        raise CheckFailed(
-            "train_step deleted the batch it was given", measured=f"x, y deleted: {out['batch_deleted']}",
-            expected="x and y alive after the call", hint="donate only params and momentum",
-            diagnosis="the batch passed to train_step was deleted by the call",
-            advice="donate only params and momentum: donate_argnums=(0, 1)")
+    donation.judge_donation(out, state="momentum", state_key="momentum_deleted")
