@@ -143,7 +143,8 @@ def grade(
     if zygote is None and os.environ.get("GRADER_NO_ZYGOTE") != "1" and \
             _workers_needed(exercises, course_root, hidden_root) >= 2:
         # one JAX import for all the workers of this grading: each is forked from the zygote
-        zygote = own_zygote = Zygote().start()
+        zygote = own_zygote = Zygote(probes=",".join(_probes_of(ex) for ex in exercises)).start()
+    _import_trusted_side()  # while the zygote (or the first worker) imports JAX
     try:
         with interrupted:
             for ex in exercises:
@@ -183,6 +184,21 @@ def grade(
     if interrupted.signum:
         raise GradingInterrupted(interrupted.signum, dataclasses.replace(result, incomplete=True))
     return result
+
+
+def _probes_of(ex: Exercise) -> str:
+    """The probe modules an exercise's workers import: its own (``grader/probes/exNN_*``)
+    and the shared ones (``grader.sandbox.context.preload_probes``)."""
+    return f"ex{ex.number:02d}_"
+
+
+def _import_trusted_side() -> None:
+    """Import what this process needs to run checks (pytest, its JSON report, numpy): done
+    while the zygote imports JAX, not after it."""
+    import pytest  # noqa: F401
+    import pytest_jsonreport.plugin  # noqa: F401
+
+    from grader import pytest_plugin  # noqa: F401
 
 
 def _workers_needed(exercises: list[Exercise], course_root: Path, hidden_root: Path | None) -> int:
@@ -267,15 +283,22 @@ def _start(ex: Exercise, snap: Snapshot, seed: int, course_root: Path, hidden_ro
         if not hidden.is_file():
             raise FileNotFoundError(f"the hidden checks of exercise {ex.number} are missing: no {hidden}")
         shutil.copyfile(hidden, tmp / f"test_e{ex.number:02d}_hidden.py")
-    limits = dict(timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices, zygote=zygote)
+    limits = dict(timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices, zygote=zygote,
+                  probes=_probes_of(ex))
     run = ExerciseRun(ex, snap, seed, only=only)
     if has_public:
         cache = compile_cache_for(snap) if hidden_root is None else None
-        run.public = Sandbox(snap, compile_cache=cache, **limits).start()
+        run.public = Sandbox(snap, compile_cache=cache, **limits)
     if hidden_root is not None and "hidden" in wanted:
-        run.hidden = Sandbox(snap, **limits).start()
+        run.hidden = Sandbox(snap, **limits)
     if ex.clean_worker:
-        run.clean = Sandbox.clean(**limits).start()
+        run.clean = Sandbox.clean(**limits)
+    if zygote is None:
+        # a fresh worker imports JAX while this process imports and collects the checks; a
+        # zygote's fork waits for the zygote's own import, so those start once the checks are
+        # collected (grader.pytest_plugin.pytest_collection_finish), which overlaps the two
+        for worker in run.workers():
+            worker.start()
     return run
 
 
@@ -386,12 +409,21 @@ def _run_pytest(folder: Path, runs: dict[int, ExerciseRun], on_check=None) -> di
     args = [
         str(folder), "-c", str(folder / "pytest.ini"), "--rootdir", str(folder),
         "--noconftest", "-p", "no:cacheprovider", "-q", "--no-header", "--tb=no", "--import-mode=importlib",
-        "--json-report-file=none", "-W", "ignore::DeprecationWarning", "-p", "no:grade",
+        # only the plugins the verdicts need: no third-party plugin an installed package
+        # registers (anyio, jaxtyping, xdist, ...) runs in the trusted process, or costs its import
+        "-p", "pytest_metadata.plugin", "-p", "pytest_jsonreport.plugin",
+        "--json-report-file=none", "-W", "ignore::DeprecationWarning",
     ]
+    autoload = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             code = pytest.main(args, plugins=[json_report, pytest_plugin])
     finally:
+        if autoload is None:
+            os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = autoload
         pytest_plugin.ON_CHECK = None
     _forget_check_modules()
     if code == pytest.ExitCode.INTERRUPTED:

@@ -197,6 +197,7 @@ class Sandbox:
         extra_env: dict[str, str] | None = None,
         zygote: "Zygote | None" = None,
         compile_cache: Path | None = None,
+        probes: str = "all",
     ):
         if isinstance(source, (str, Path)):
             path = Path(source)
@@ -210,6 +211,7 @@ class Sandbox:
         self.extra_env = dict(extra_env or {})
         self.zygote = zygote  # forks the worker from a process that imported JAX already
         self.compile_cache = compile_cache  # a folder for JAX's persistent cache, or None (off)
+        self.probes = probes  # which probe modules the worker imports (grader.sandbox.context.preload_probes)
         self.proc: subprocess.Popen | None = None
         self._dead: SubmissionError | None = None
         self._ready = False
@@ -266,6 +268,7 @@ class Sandbox:
             "GRADER_SANDBOX_DIR": box,
             "GRADER_MEMORY_MB": str(self.memory_mb),
             "GRADER_CPU_LIMIT_S": str(int(4 * self.timeout_s + 60)),
+            "GRADER_PROBES": self.probes,
         })
         if self.user is not None:
             env["GRADER_SANDBOX_UID"] = self.user.env_value
@@ -577,7 +580,8 @@ class Zygote:
 
     OPEN_TIMEOUT_S = 30.0
 
-    def __init__(self) -> None:
+    def __init__(self, probes: str = "all") -> None:
+        self.probes = probes  # the probe modules imported once here (grader.sandbox.context.preload_probes)
         self.proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
         self._cond = threading.Condition()
@@ -591,6 +595,7 @@ class Zygote:
         env = base_env()
         for var in BLAS_THREAD_VARS:
             env[var] = "1"  # no thread pools in a process that forks
+        env["GRADER_PROBES"] = self.probes
         self._cwd = Path(tempfile.mkdtemp(prefix="grade-zygote-"))  # private: nothing planted here runs
         self.proc = subprocess.Popen(worker_command("grader.sandbox.zygote"), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,

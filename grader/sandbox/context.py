@@ -20,16 +20,26 @@ _PROBE_NAME = re.compile(r"^[a-z_][a-z0-9_]*:[a-z_][a-z0-9_]*$")
 
 
 _PROBES: dict[str, object] = {}
+_EXERCISE_PROBE = re.compile(r"^ex\d\d_")  # grader/probes/exNN_*.py: one exercise's probes
 
 
-def preload_probes() -> None:
-    """Import every probe module now, before the learner's module can rebind JAX names."""
+def preload_probes(wanted: str = "all") -> None:
+    """Import probe modules now, before the learner's module can rebind JAX names.
+
+    ``wanted`` (the ``GRADER_PROBES`` variable): ``"all"``, or comma-separated probe-module
+    prefixes (``"ex07_"``): the modules starting with one of them, and every shared module
+    (a name not of the form ``exNN_...``).  A worker that grades one exercise imports what
+    that exercise's checks use (exercise 7's optax only where it is needed); a zygote that
+    serves many imports them all once.  Already imported modules cost nothing."""
     import pkgutil
 
     import grader.probes
 
+    prefixes = None if wanted == "all" else tuple(p for p in wanted.split(",") if p)
     for info in pkgutil.iter_modules(grader.probes.__path__):
-        _PROBES[info.name] = importlib.import_module(f"grader.probes.{info.name}")
+        shared = not _EXERCISE_PROBE.match(info.name)
+        if info.name not in _PROBES and (prefixes is None or shared or info.name.startswith(prefixes)):
+            _PROBES[info.name] = importlib.import_module(f"grader.probes.{info.name}")
 
 
 def seal_grader() -> None:

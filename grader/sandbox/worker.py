@@ -83,8 +83,6 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-
-
 def _nproc_limit() -> None:
     """As root, the sandbox's user is the grader's own: cap its threads and processes (the
     seccomp filter refuses new processes anyway; JAX's thread pools stay well below)."""
@@ -100,23 +98,6 @@ def _file_limits() -> None:
             resource.setrlimit(which, (value, value))
         except (ValueError, OSError):
             pass
-
-
-def die_with_parent() -> None:
-    """Ask the kernel to kill this process when its parent ends (Linux), so a grader killed
-    mid-grading leaves no worker behind.  Changing user clears the request: call it after
-    the privilege drop.  Elsewhere it does nothing (the CPU limit still applies)."""
-    try:
-        import ctypes
-        import signal
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) != 0:  # PR_SET_PDEATHSIG
-            return
-    except (OSError, AttributeError):
-        return
-    if os.getppid() == 1:  # the parent ended before the request was made
-        os._exit(1)
 
 
 def _no_network() -> None:
@@ -305,7 +286,7 @@ def import_harness() -> None:
     from grader.sandbox import context as _context
     from grader.sandbox import guard, meter, seccomp  # noqa: F401
 
-    _context.preload_probes()
+    _context.preload_probes(os.environ.get("GRADER_PROBES", "all"))
 
 
 def serve(chan: _Channel) -> None:
@@ -324,6 +305,7 @@ def serve(chan: _Channel) -> None:
     module_path = os.path.abspath(os.environ["GRADER_MODULE_PATH"]) if os.environ.get("GRADER_MODULE_PATH") else ""
     sandbox_dir = os.environ.get("GRADER_SANDBOX_DIR") or (os.path.dirname(module_path) if module_path else os.getcwd())
 
+    _context.preload_probes(os.environ.get("GRADER_PROBES", "all"))  # forked: what the zygote left out
     meter = Meter()  # starts JAX's backend and plants its sentinels, before any learner code
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)  # "where was it?" on a timeout
     root = bool(os.environ.get("GRADER_SANDBOX_UID"))

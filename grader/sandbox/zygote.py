@@ -110,8 +110,20 @@ def main() -> None:
     stdin, stdout = sys.stdin.buffer, sys.stdout
     children: set[int] = set()
     buf = b""
+    # a child's exit wakes the loop at once (the trusted side waits on it when it closes a sandbox)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     while True:
-        ready, _, _ = select.select([stdin], [], [], 0.05)
+        ready, _, _ = select.select([stdin, wake_r], [], [], 1.0)
+        if wake_r in ready:
+            try:
+                os.read(wake_r, 4096)
+            except BlockingIOError:
+                pass
+            ready.remove(wake_r)
         while children:
             try:
                 pid, raw = os.waitpid(-1, os.WNOHANG)
@@ -135,6 +147,10 @@ def main() -> None:
                 continue
             pid = os.fork()
             if pid == 0:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                os.close(wake_r)
+                os.close(wake_w)
                 _child(request)
             children.add(pid)
             stdout.write(json.dumps({"id": request["id"], "pid": pid}) + "\n")
