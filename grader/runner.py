@@ -55,7 +55,7 @@ from grader.results import (
     RunResult,
 )
 from grader.sandbox import user as sandbox_user
-from grader.sandbox.client import SUBMISSION_FAILURES, Sandbox, Zygote
+from grader.sandbox.client import SUBMISSION_FAILURES, Sandbox, Zygote, take_spare_zygote
 from grader.session import CHECK_MODULE_RE, ExerciseRun
 from grader.submission import Snapshot, read_submission
 
@@ -140,10 +140,14 @@ def grade(
         sandbox_user.protect([p for p in (course_root, hidden_root, submission_root) if p])
     interrupted = _Interrupts()
     own_zygote = None
-    if zygote is None and os.environ.get("GRADER_NO_ZYGOTE") != "1" and \
-            _workers_needed(exercises, course_root, hidden_root) >= 2:
-        # one JAX import for all the workers of this grading: each is forked from the zygote
-        zygote = own_zygote = Zygote(probes=",".join(_probes_of(ex) for ex in exercises)).start()
+    if zygote is None and os.environ.get("GRADER_NO_ZYGOTE") != "1":
+        # one JAX import for all the workers of this grading: each is forked from the zygote,
+        # the one `grade exercise N` started as the command began (grader.entry) if it fits
+        probes = ",".join(_probes_of(ex) for ex in exercises)
+        workers = _workers_needed(exercises, course_root, hidden_root)
+        zygote = own_zygote = take_spare_zygote(probes) if workers else None
+        if zygote is None and workers >= 2:
+            zygote = own_zygote = Zygote(probes=probes).start()
     _import_trusted_side()  # while the zygote (or the first worker) imports JAX
     try:
         with interrupted:
@@ -171,9 +175,11 @@ def grade(
                 except Exception as exc:
                     done[ex.number] = grader_error_result(ex, run.snapshot, run.seed, hidden_run, exc)
     finally:
-        for run in runs.values():
-            for worker in run.workers():
-                worker.close()
+        workers = [worker for run in runs.values() for worker in run.workers()]
+        for worker in workers:
+            worker.kill()
+        for worker in workers:
+            worker.close()
         if own_zygote is not None:
             own_zygote.close()
         if "grader.pytest_plugin" in sys.modules:

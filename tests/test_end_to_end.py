@@ -34,7 +34,7 @@ def git(repo: Path, *args: str) -> str:
 def grade(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """The `grade` of the repository at ``cwd`` (a release runs its own copy of the grader)."""
     env = {**os.environ, "PYTHONPATH": str(cwd), "GRADER_COURSE": str(cwd), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "grader.cli", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "grader", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=600)
 
 

@@ -264,6 +264,27 @@ def test_as_root_learner_code_runs_unprivileged_and_cannot_read_the_course_secre
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox changes user only when the grader runs as root")
+def test_as_root_a_private_tmpdir_still_gives_sandboxes_their_files(tmp_path, monkeypatch):
+    """TMPDIR inside a folder only root may enter (pytest's own, a home): the sandbox's user
+    could not reach the grader's code or its own folder there, so those go to /tmp."""
+    import tempfile
+
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    monkeypatch.setenv("TMPDIR", str(private))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    assert sandbox_user.temp_root() == "/tmp"
+    learner = private / "learner.py"
+    learner.write_text(PEEK)
+    with Sandbox(learner, timeout_s=20) as sb:
+        seen = sb.call("peek", [])
+    assert seen["uid"] != 0
+    monkeypatch.setenv("TMPDIR", "/tmp")
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    assert sandbox_user.temp_root() is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox changes user only when the grader runs as root")
 def test_as_root_a_grading_closes_the_solutions_folder(open_tmp):
     import shutil
 

@@ -77,7 +77,7 @@ def test_watch_gives_the_same_verdict_as_grade_exercise(tmp_path, probe):
     double = root / "exercises" / "01_double" / "double.py"
     double.write_text(WRONG)
     env = {**os.environ, "GRADER_COURSE": str(root)}
-    once = subprocess.run([sys.executable, "-m", "grader.cli", "exercise", "1", "--json"], cwd=root, env=env,
+    once = subprocess.run([sys.executable, "-m", "grader", "exercise", "1", "--json"], cwd=root, env=env,
                           capture_output=True, text=True, timeout=120)
     graded = json.loads(once.stdout)["exercises"][0]
     term = watch(root, "1")

@@ -237,7 +237,7 @@ class Sandbox:
             self._dead = SubmissionError(snap.problem.kind, snap.problem.message,
                                          file=str(self.module_path or snap.problem.path))
             return self
-        self._base = Path(tempfile.mkdtemp(prefix="grade-sandbox-"))
+        self._base = Path(tempfile.mkdtemp(prefix="grade-sandbox-", dir=sandbox_user.temp_root()))
         os.chmod(self._base, 0o711)  # the sandbox's user may pass through to its box, not look around
         self._box = self._base / "box"
         self._box.mkdir(mode=0o700)
@@ -330,12 +330,19 @@ class Sandbox:
             if self._base is not None:
                 shutil.rmtree(self._base, ignore_errors=True)
 
-    def _kill(self) -> None:
+    def kill(self) -> None:
+        """Send the worker's process group SIGKILL without waiting (``close`` waits): the
+        trusted side stops every sandbox of a grading at once, and the kernel tears their
+        JAX processes down in parallel."""
         if self.proc and self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+
+    def _kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.kill()
             self.proc.wait()
 
     def __enter__(self) -> "Sandbox":
@@ -686,3 +693,45 @@ class Zygote:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# --- a zygote started before the CLI has loaded --------------------------------------------------
+
+_spare: Zygote | None = None
+
+
+def start_spare_zygote(probes: str) -> None:
+    """Start a zygote for probes ``probes`` now (``grader.entry``: before the CLI imports the
+    rest of the grader), for the grading that follows to take (``take_spare_zygote``); one
+    nobody takes is closed when this process exits."""
+    global _spare
+    import atexit
+
+    if _spare is not None:
+        return
+    try:
+        _spare = Zygote(probes).start()
+    except OSError:
+        _spare = None
+        return
+    atexit.register(_close_spare)
+
+
+def take_spare_zygote(probes: str) -> Zygote | None:
+    """The zygote ``start_spare_zygote`` started, if it serves ``probes`` and is alive (the
+    caller closes it); otherwise None (a spare that does not fit is closed now)."""
+    global _spare
+    zygote, _spare = _spare, None
+    if zygote is None:
+        return None
+    if zygote.probes in (probes, "all") and zygote.alive:
+        return zygote
+    zygote.close()
+    return None
+
+
+def _close_spare() -> None:
+    global _spare
+    if _spare is not None:
+        _spare.close()
+        _spare = None

@@ -19,6 +19,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from grader.sandbox.user import temp_root
+
 PACKAGE = Path(__file__).resolve().parents[1]  # the running grader package
 _copy: tuple[int, Path] | None = None  # (pid that made it, its folder)
 
@@ -28,7 +30,7 @@ def grader_base() -> Path:
     global _copy
     if _copy is not None and _copy[0] == os.getpid() and (_copy[1] / "grader").is_dir():
         return _copy[1]
-    base = Path(tempfile.mkdtemp(prefix="grade-code-"))
+    base = Path(tempfile.mkdtemp(prefix="grade-code-", dir=temp_root()))
     for src in sorted(PACKAGE.rglob("*.py")):
         if "__pycache__" in src.parts:
             continue

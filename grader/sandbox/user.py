@@ -34,6 +34,7 @@ import os
 import pwd
 import shutil
 import stat
+import tempfile
 from pathlib import Path
 
 NOGROUP = 65534  # the group of the per-sandbox users
@@ -104,6 +105,27 @@ def readable_by_others(path: Path) -> bool:
     try:
         need = stat.S_IXOTH if path.is_dir() else stat.S_IROTH
         return deepest_closed_folder(path) is None and bool(path.stat().st_mode & need)
+    except OSError:
+        return False
+
+
+def temp_root() -> str | None:
+    """Where to make the folders a sandbox's user must enter (the grader's code, the
+    sandbox's own folder): the default temporary folder (None), unless the grader is root
+    and other users cannot enter that one (a ``TMPDIR`` inside a private home); then
+    ``/tmp``.  Neither: a clear error rather than a sandbox that cannot read its own files."""
+    default = tempfile.gettempdir()
+    if not isolating() or _enterable_by_others(default):
+        return None
+    if _enterable_by_others("/tmp"):
+        return "/tmp"
+    raise RuntimeError(f"the sandbox's user cannot enter the temporary folder {default} (nor /tmp): "
+                       f"set TMPDIR to a folder every user can enter, such as /tmp")
+
+
+def _enterable_by_others(folder: str) -> bool:
+    try:
+        return deepest_closed_folder(Path(folder) / "x") is None
     except OSError:
         return False
 
