@@ -30,7 +30,7 @@ def grade_file(course, source=None, seed=None, hidden=True):
     if source is not None:
         path = course / "sub" / "double.py"
         path.parent.mkdir(exist_ok=True)
-        path.write_text(source)
+        path.write_bytes(source if isinstance(source, bytes) else source.encode("utf-8"))
         snapshots = {1: single_file(path, "double.py")}
     run = runner.grade(manifest, [1], course_root=course, snapshots=snapshots, seed=seed,
                        hidden_root=course / "solutions" if hidden else None)
@@ -46,6 +46,18 @@ def test_solution_full_marks_and_stub_zero(course):
     stub = grade_file(course)
     assert stub.score == 0
     assert all("not implemented" in c.message for c in stub.checks)
+
+
+@pytest.mark.parametrize("encoded", [
+    b"\xef\xbb\xbf" + SOLUTION.encode("utf-8"),  # a UTF-8 byte-order mark, as some editors write
+    ("# -*- coding: latin-1 -*-\n# r\xe9sum\xe9: doubles its input\n" + SOLUTION).encode("latin-1"),
+    ("# coding: utf-8\n# caf\u00e9 \u2713\n" + SOLUTION).encode("utf-8"),
+], ids=["bom", "latin1_coding_line", "utf8_coding_line"])
+def test_a_right_file_in_any_encoding_python_accepts_gets_full_marks(course, encoded):
+    """Source is decoded as Python decodes it (PEP 263, BOM), so the compile checks find the
+    learner's jitted function in it."""
+    result = grade_file(course, encoded)
+    assert (result.score, result.max_score) == (4, 4), [(c.name, c.message) for c in result.checks]
 
 
 def test_same_submission_same_result(course):
