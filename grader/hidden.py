@@ -17,11 +17,11 @@ import contextlib
 import hashlib
 import shutil
 import tarfile
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from grader.manifest import HIDDEN_CHECKS
+from grader.sandbox import scratch
 
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.bz2")
 
@@ -59,7 +59,7 @@ def open_hidden(source: Path) -> Iterator[Path]:
         return
     if not source.name.endswith(TAR_SUFFIXES):
         raise HiddenSourceError(f"{source} is neither a folder nor a tarball ({', '.join(TAR_SUFFIXES)})")
-    tmp = Path(tempfile.mkdtemp(prefix="grade-hidden-"))  # mode 0700: no other user can look in
+    tmp = scratch.make("hidden")  # mode 0700: no other user can look in
     try:
         try:
             with tarfile.open(source) as tar:

@@ -34,7 +34,6 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -54,6 +53,7 @@ from grader.results import (
     ExerciseResult,
     RunResult,
 )
+from grader.sandbox import install, scratch
 from grader.sandbox import user as sandbox_user
 from grader.sandbox.client import SUBMISSION_FAILURES, Sandbox, Zygote, take_spare_zygote
 from grader.session import CHECK_MODULE_RE, ExerciseRun
@@ -132,7 +132,8 @@ def grade(
     snapshots = snapshots or {}
     exercises = [manifest.get(n) for n in numbers]
     selections = {ex.number: _with_requirements(ex, (only or {}).get(ex.number)) for ex in exercises}
-    tmp = Path(tempfile.mkdtemp(prefix="grade-checks-"))
+    scratch.sweep()  # what a killed grader left behind
+    tmp = scratch.make("checks")
     runs: dict[int, ExerciseRun] = {}
     done: dict[int, ExerciseResult] = {}  # exercises the grader itself failed on, then all
     hidden_run = hidden_root is not None
@@ -334,6 +335,8 @@ def grade_parallel(manifest: Manifest, numbers: list[int], *, jobs: int | None =
     # Forking is fastest and safe while this process runs no threads (the CLI never imports
     # JAX); a caller that has JAX loaded (it starts threads) gets fresh interpreters instead.
     ctx = multiprocessing.get_context("spawn" if "jax" in sys.modules else "fork")
+    if ctx.get_start_method() == "fork":
+        install.grader_base()  # made once, here: the pool's processes share it
     started_at = utc_now()
     root = kwargs.get("submission_root") or kwargs["course_root"]
     results: dict[int, ExerciseResult] = {}
@@ -396,7 +399,22 @@ def _ignore_interrupts() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+_pool_zygote: Zygote | None = None  # in a grading pool's worker process: one zygote for all its exercises
+
+
 def _grade_one(manifest: Manifest, kwargs: dict, number: int) -> RunResult:
+    """In a pool worker: grade one exercise, its sandboxes forked from this process's zygote
+    (started for the first exercise, with every exercise's probes, and kept for the next:
+    one JAX import per pool process instead of one per exercise).  It ends with the
+    process (its parent-death signal; closed at a clean exit)."""
+    global _pool_zygote
+    if kwargs.get("zygote") is None and os.environ.get("GRADER_NO_ZYGOTE") != "1":
+        if _pool_zygote is None or not _pool_zygote.alive:
+            from multiprocessing import util
+
+            _pool_zygote = Zygote().start()
+            util.Finalize(_pool_zygote, _pool_zygote.close, exitpriority=10)
+        kwargs = dict(kwargs, zygote=_pool_zygote)
     return grade(manifest, [number], **kwargs)
 
 

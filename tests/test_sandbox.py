@@ -444,3 +444,36 @@ def test_no_process_can_be_started_even_through_functions_the_audit_hook_cannot_
     import errno
 
     assert got["fork_exec"] == errno.EPERM  # the seccomp filter: the kernel says no
+
+
+def test_a_killed_graders_folders_are_removed_by_the_next_grading(tmp_path, monkeypatch):
+    """SIGKILL leaves a grader no time to clean up: the next one removes what it left --
+    only real folders of a finished process of its own user, never a link or a live one's."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from grader.sandbox import scratch
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    script = ("import os\nfrom grader.sandbox import install, scratch\n"
+              "print(install.grader_base(), scratch.make('sandbox'), scratch.make('checks'), flush=True)\n"
+              "os.kill(os.getpid(), 9)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=dict(os.environ))
+    assert proc.returncode == -9
+    left = [Path(p) for p in proc.stdout.split()]
+    assert len(left) == 3 and all(p.is_dir() for p in left)
+    dead = left[1].name.split("-")[3]
+    target = tmp_path / "not-the-graders"
+    target.mkdir()
+    (target / "keep").write_text("")
+    link = tmp_path / f"grade-sandbox-{scratch._NAMESPACE}-{dead}-link"
+    link.symlink_to(target)
+    live = scratch.make("checks")  # this process's: alive
+    monkeypatch.setattr(scratch, "_swept", False)
+    removed = scratch.sweep()
+    assert set(left) <= set(removed) and not any(p.exists() for p in left)
+    assert link.is_symlink() and (target / "keep").exists() and live.is_dir()
+    assert scratch.sweep() == []  # once per process
+    live.rmdir()

@@ -42,14 +42,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from grader import jaxcompat
-from grader.sandbox import install
+from grader.sandbox import install, scratch
 from grader.sandbox import user as sandbox_user
 from grader.submission import Snapshot, read_folder
 
@@ -237,7 +236,7 @@ class Sandbox:
             self._dead = SubmissionError(snap.problem.kind, snap.problem.message,
                                          file=str(self.module_path or snap.problem.path))
             return self
-        self._base = Path(tempfile.mkdtemp(prefix="grade-sandbox-", dir=sandbox_user.temp_root()))
+        self._base = scratch.make("sandbox", sandbox_user.temp_root())
         os.chmod(self._base, 0o711)  # the sandbox's user may pass through to its box, not look around
         self._box = self._base / "box"
         self._box.mkdir(mode=0o700)
@@ -603,7 +602,8 @@ class Zygote:
         for var in BLAS_THREAD_VARS:
             env[var] = "1"  # no thread pools in a process that forks
         env["GRADER_PROBES"] = self.probes
-        self._cwd = Path(tempfile.mkdtemp(prefix="grade-zygote-"))  # private: nothing planted here runs
+        self._cwd = scratch.make("zygote")  # private: nothing planted here runs
+        env["GRADER_START_DIR"] = str(self._cwd)  # the zygote removes it once it is running
         self.proc = subprocess.Popen(worker_command("grader.sandbox.zygote"), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                                      cwd=str(self._cwd), start_new_session=True)

@@ -16,9 +16,10 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import tempfile
+import sys
 from pathlib import Path
 
+from grader.sandbox import scratch
 from grader.sandbox.user import temp_root
 
 PACKAGE = Path(__file__).resolve().parents[1]  # the running grader package
@@ -26,11 +27,12 @@ _copy: tuple[int, Path] | None = None  # (pid that made it, its folder)
 
 
 def grader_base() -> Path:
-    """A folder holding a read-only copy of the ``grader`` package (made once per process)."""
+    """A folder holding a read-only copy of the ``grader`` package (made once per process;
+    a forked process -- a grading pool's worker -- uses its parent's, which the parent removes)."""
     global _copy
-    if _copy is not None and _copy[0] == os.getpid() and (_copy[1] / "grader").is_dir():
+    if _copy is not None and (_copy[1] / "grader").is_dir():
         return _copy[1]
-    base = Path(tempfile.mkdtemp(prefix="grade-code-", dir=temp_root()))
+    base = scratch.make("code", temp_root())
     for src in sorted(PACKAGE.rglob("*.py")):
         if "__pycache__" in src.parts:
             continue
@@ -42,7 +44,14 @@ def grader_base() -> Path:
             os.chmod(folder, 0o755)
             for name in files:
                 os.chmod(os.path.join(folder, name), 0o644)
-    atexit.register(_remove, os.getpid(), base)
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None and mp.parent_process() is not None:
+        # a pool's worker process ends with os._exit, past atexit: multiprocessing's own hook
+        from multiprocessing import util
+
+        util.Finalize(None, _remove, args=(os.getpid(), base), exitpriority=0)
+    else:
+        atexit.register(_remove, os.getpid(), base)
     _copy = (os.getpid(), base)
     return base
 

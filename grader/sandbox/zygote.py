@@ -102,11 +102,25 @@ def _status(raw: int) -> int:
     return -os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else os.WEXITSTATUS(raw)
 
 
+def _leave_start_folder() -> None:
+    """Remove the private, empty folder this process started in (``Zygote.start``): it only
+    kept anything planted from running at start-up, and removed here it is gone even when
+    the trusted side is killed before it could clean up (each child works in its own box)."""
+    start = os.environ.pop("GRADER_START_DIR", "")
+    if start and os.path.realpath(os.getcwd()) == os.path.realpath(start):
+        os.chdir("/")
+        try:
+            os.rmdir(start)
+        except OSError:
+            pass
+
+
 def main() -> None:
     from grader.sandbox import worker
 
     worker.die_with_parent()
     worker.import_harness()
+    _leave_start_folder()
     stdin, stdout = sys.stdin.buffer, sys.stdout
     children: set[int] = set()
     buf = b""
