@@ -24,9 +24,16 @@ from grader.compare import source_norm
 from grader.compare.specs import ExerciseSpec
 from grader.manifest import Exercise
 
-#: Primitives that say how a function is built, shown in an approach's label.
+#: Primitives that say how a function is built, shown in an approach's label: a primitive
+#: is named by one of these or by one with a version number after it (``remat2``, the
+#: checkpoint primitive of JAX 0.10), whatever the installed JAX calls it.
 SHAPE_PRIMITIVES = ("while", "scan", "cond", "jit", "pjit", "custom_jvp_call", "custom_vjp_call", "remat",
                     "checkpoint", "shard_map", "pmap", "xla_pmap")
+
+
+def _shape_primitives(primitives: dict[str, int]) -> list[str]:
+    """The primitives of ``primitives`` that SHAPE_PRIMITIVES names, in its order."""
+    return [p for base in SHAPE_PRIMITIVES for p in sorted(primitives) if p.rstrip("0123456789") == base]
 
 
 def measure(ex: Exercise, spec: ExerciseSpec, module_path: Path, zygote: Any = None) -> dict[str, Any]:
@@ -102,7 +109,7 @@ def approach_key(spec: ExerciseSpec | None, fingerprint: dict[str, Any] | None, 
 
 
 def _primitive_words(primitives: dict[str, int]) -> str:
-    shown = [f"{p}x{primitives[p]}" if primitives[p] > 1 else p for p in SHAPE_PRIMITIVES if p in primitives]
+    shown = [f"{p}x{primitives[p]}" if primitives[p] > 1 else p for p in _shape_primitives(primitives)]
     return ", ".join(shown)
 
 

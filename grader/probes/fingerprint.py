@@ -15,9 +15,25 @@ facts, never a verdict.  Kinds:
                functions; ``numpy = true`` hands arrays over as NumPy, as a data loader would).
 ``jaxpr_arg``  trace a function the spec writes (``source``) and hand the ``ClosedJaxpr``
                to ``target`` (exercise 6's ``count_primitives``); return its output.
+``fn_arg``     hand ``target`` the function the spec writes itself, then
+               ``jax.ShapeDtypeStruct``s of ``arg_specs`` and the keyword arguments ``kwargs``
+               (exercise 9's ``ir_stats``, exercise 11's ``analyze``); return its output.
 ``mesh``       build a ``(data, model)`` mesh, place the host arrays with ``place``
                (``shard_inputs``), then compile ``target`` on them: the input layouts,
                collectives in the optimized HLO, cost analysis and run time.
+
+``build`` (``jax`` and ``value``): objects the learner's code must make in the sandbox because
+plain data cannot carry them (an Equinox Module, an optax state).  Each entry is
+``{"target": name, "args": [...]}``, optionally with ``"method"`` and ``"method_args"``
+(``make_optimizer(lr, clip, wd).init(params)``); ``{"built": i}`` in a call's arguments, or a
+later entry's, stands for the i-th object.  They are made afresh for every call (so a
+donating function gets its own).  With ``build``, the ``jax`` kind traces only the array
+leaves of the arguments and of the output, and holds every other leaf fixed (a Python float
+or bool, a string), as Equinox's filtered transformations do; its cost analysis is then that
+of our ``jit`` of this function (an ``eqx.filter_jit``'s ``lower`` gives no JAX ``Lowered``).
+
+A ``jax`` measurement of a function that donates its arguments times fresh copies of the
+first call's inputs (the calls have consumed theirs).
 
 A step that fails is recorded in ``errors`` (``"<ExceptionType>: <first line>"``; a
 ``NotImplementedError`` as ``not_implemented``) and the other steps still run.  Every JAX
@@ -52,6 +68,9 @@ _make_jaxpr = jax.make_jaxpr
 _device_put = jax.device_put
 _jit = jax.jit
 _grad = jax.grad
+_flatten = jax.tree_util.tree_flatten
+_unflatten = jax.tree_util.tree_unflatten
+_tree_leaves = jax.tree_util.tree_leaves
 _block = jax.block_until_ready
 _devices = jax.devices
 _jsum = jnp.sum
@@ -215,6 +234,16 @@ def _timed(run: Callable[[], Any], reps: int) -> float:
     return float(_median(times))
 
 
+def _timed_fresh(f: Callable, inputs: list) -> float:
+    """The median time of ``f`` on each of ``inputs`` (one fresh ``(args, kwargs)`` per run)."""
+    times = []
+    for a, k in inputs:
+        t0 = _perf()
+        _block(f(*a, **k))
+        times.append(_perf() - t0)
+    return float(_median(times))
+
+
 def _first_output(out: Any) -> Any:
     return out[0] if isinstance(out, (tuple, list)) else out
 
@@ -237,13 +266,73 @@ def _target(ctx, spec: dict) -> tuple[Callable, Callable]:
     return f, _jit(f).lower
 
 
+def _resolve(tree: Any, built: list) -> Any:
+    """``{"built": i}`` placeholders -> the objects ``build`` made."""
+    if isinstance(tree, dict):
+        if set(tree) == {"built"} and isinstance(tree["built"], int):
+            return built[tree["built"]]
+        return {k: _resolve(v, built) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_resolve(x, built) for x in tree]
+    if isinstance(tree, tuple):
+        return tuple(_resolve(x, built) for x in tree)
+    return tree
+
+
+def _build(ctx, steps: list) -> list:
+    built: list = []
+    for step in steps:
+        obj = ctx.function(step["target"])(*_resolve(to_jax(list(step.get("args", []))), built))
+        if step.get("method"):
+            obj = getattr(obj, step["method"])(*_resolve(to_jax(list(step.get("method_args", []))), built))
+        built.append(obj)
+    return built
+
+
+def _prepare(ctx, spec: dict, call: dict, convert: bool = True) -> tuple[list, dict]:
+    """One call's arguments: arrays made JAX arrays (``convert``), placeholders resolved."""
+    args, kwargs = list(call.get("args", [])), dict(call.get("kwargs", {}))
+    if convert:
+        args, kwargs = to_jax(args), to_jax(kwargs)
+    if not spec.get("build"):
+        return args, kwargs
+    built = _build(ctx, spec["build"])
+    return _resolve(args, built), _resolve(kwargs, built)
+
+
+def _arrays_only(f: Callable, args: list, kwargs: dict) -> tuple[Callable, list]:
+    """``f`` as a function of the array leaves of its arguments alone (every other leaf held
+    fixed), returning the array leaves of its output: what ``build``'s objects are traced as."""
+    leaves, treedef = _flatten((args, kwargs))
+    mask = [isinstance(leaf, _Array) for leaf in leaves]
+
+    def g(*arrays):
+        it = iter(arrays)
+        a, k = _unflatten(treedef, [next(it) if m else leaf for leaf, m in zip(leaves, mask)])
+        return [leaf for leaf in _tree_leaves(f(*a, **k)) if isinstance(leaf, _Array)]
+
+    return g, [leaf for leaf, m in zip(leaves, mask) if m]
+
+
+def _deleted(tree: Any) -> bool:
+    return any(isinstance(leaf, _Array) and leaf.is_deleted() for leaf in _tree_leaves(tree))
+
+
 def _measure_jax(ctx, spec: dict) -> dict:
     f, lower = _target(ctx, spec)
-    calls = [(to_jax(list(c.get("args", []))), to_jax(dict(c.get("kwargs", {})))) for c in spec["calls"]]
+    facts: dict = {}
+    calls = _step(facts, "build", lambda: [_prepare(ctx, spec, c) for c in spec["calls"]])
+    if calls is None:
+        return facts
     _block(calls)
     args, kwargs = calls[0]
-    facts: dict = {}
-    closed = _step(facts, "jaxpr", lambda: _make_jaxpr(f)(*args, **kwargs))
+    if spec.get("build"):
+        traced, arrays = _arrays_only(f, args, kwargs)
+        trace_args, trace_kwargs = arrays, {}
+        lower = lambda *a, **k: _jit(traced).lower(*arrays)  # noqa: E731 - a filter_jit's lower is no jax Lowered
+    else:
+        traced, trace_args, trace_kwargs = f, args, kwargs
+    closed = _step(facts, "jaxpr", lambda: _make_jaxpr(traced)(*trace_args, **trace_kwargs))
     if closed is not None:
         _step(facts, "jaxpr", lambda: _jaxpr_facts(facts, closed))
     names = _learner_names(ctx)
@@ -258,17 +347,23 @@ def _measure_jax(ctx, spec: dict) -> dict:
 
     _step(facts, "run", run_calls)
     if "run" not in facts.get("errors", {}):
-        facts["seconds"] = _step(facts, "time", lambda: _timed(lambda: f(*args, **kwargs), spec.get("reps", 3)))
+        reps = spec.get("reps", 3)
+        if _deleted(calls[0]):  # a donating function consumed its inputs: time fresh copies
+            facts["seconds"] = _step(facts, "time", lambda: _timed_fresh(
+                f, [_block(_prepare(ctx, spec, spec["calls"][0])) for _ in range(max(1, reps))]))
+        else:
+            facts["seconds"] = _step(facts, "time", lambda: _timed(lambda: f(*args, **kwargs), reps))
     _step(facts, "cost", lambda: _cost_facts(facts, _compile(lower(*args, **kwargs))))
     return facts
 
 
 def _measure_value(ctx, spec: dict) -> dict:
     fn = ctx.function(spec["target"])
-    calls = [(list(c.get("args", [])), dict(c.get("kwargs", {}))) for c in spec["calls"]]
-    if not spec.get("numpy"):
-        calls = [(to_jax(a), to_jax(k)) for a, k in calls]
     facts: dict = {}
+    calls = _step(facts, "build", lambda: [_prepare(ctx, spec, c, convert=not spec.get("numpy"))
+                                           for c in spec["calls"]])
+    if calls is None:
+        return facts
     t0 = _perf()
     outs = _step(facts, "run", lambda: [_block(fn(*a, **k)) for a, k in calls])
     if outs is not None:
@@ -277,12 +372,19 @@ def _measure_value(ctx, spec: dict) -> dict:
     return facts
 
 
-def _trace_source(source: str, fn_name: str, arg_specs: list):
+def _spec_function(source: str, fn_name: str) -> Callable:
     namespace = dict(_NAMESPACE)
     namespace["__name__"] = "compare_fixed_input"
     exec(compile(source, "<grade-compare-spec>", "exec"), namespace)  # source from the trusted spec
-    args = [_ShapeDtypeStruct(tuple(shape), dtype) for shape, dtype in arg_specs]
-    return _make_jaxpr(namespace[fn_name])(*args)
+    return namespace[fn_name]
+
+
+def _shape_structs(arg_specs: list) -> list:
+    return [_ShapeDtypeStruct(tuple(shape), dtype) for shape, dtype in arg_specs]
+
+
+def _trace_source(source: str, fn_name: str, arg_specs: list):
+    return _make_jaxpr(_spec_function(source, fn_name))(*_shape_structs(arg_specs))
 
 
 def _measure_jaxpr_arg(ctx, spec: dict) -> dict:
@@ -291,6 +393,19 @@ def _measure_jaxpr_arg(ctx, spec: dict) -> dict:
     facts: dict = {}
     t0 = _perf()
     out = _step(facts, "run", lambda: fn(closed))
+    if "run" not in facts.get("errors", {}):
+        facts["seconds"] = _perf() - t0
+        facts["output"] = _step(facts, "output", lambda: _plain(out))
+    return facts
+
+
+def _measure_fn_arg(ctx, spec: dict) -> dict:
+    fn = ctx.function(spec["target"])
+    given = _spec_function(spec["source"], spec["fn_name"])
+    args, kwargs = _shape_structs(spec["arg_specs"]), dict(spec.get("kwargs") or {})
+    facts: dict = {}
+    t0 = _perf()
+    out = _step(facts, "run", lambda: fn(given, *args, **kwargs))
     if "run" not in facts.get("errors", {}):
         facts["seconds"] = _perf() - t0
         facts["output"] = _step(facts, "output", lambda: _plain(out))
@@ -335,7 +450,8 @@ def _measure_mesh(ctx, spec: dict) -> dict:
 
 
 _KINDS: dict[str, Callable[[Any, dict], dict]] = {
-    "jax": _measure_jax, "value": _measure_value, "jaxpr_arg": _measure_jaxpr_arg, "mesh": _measure_mesh,
+    "jax": _measure_jax, "value": _measure_value, "jaxpr_arg": _measure_jaxpr_arg, "fn_arg": _measure_fn_arg,
+    "mesh": _measure_mesh,
 }
 
 
