@@ -26,6 +26,7 @@ DTYPES = frozenset(
      "float16", "float32", "float64", "complex64", "complex128", "bfloat16"]
 )
 MAX_DEPTH = 32
+MAX_INT = 2**63  # no answer needs a larger integer; one that large breaks float() and isfinite()
 
 
 def clean_text(text: str) -> str:
@@ -65,6 +66,8 @@ def to_plain(value: Any, where: str = "result", _depth: int = 0) -> Any:
     if value is None or t is bool or t is str:
         return value
     if t is int:
+        if not -MAX_INT <= value < MAX_INT:
+            raise NotPlainData(f"{where}: an integer outside the 64-bit range")
         return value
     if t is float:
         return value if math.isfinite(value) else {FLOAT_KEY: repr(value)}
@@ -104,6 +107,8 @@ def from_plain(value: Any, _depth: int = 0) -> Any:
     t = type(value)
     if t is str:
         return clean_text(value)
+    if t is int and not -MAX_INT <= value < MAX_INT:
+        raise NotPlainData("an integer outside the 64-bit range")
     if value is None or t in (bool, int, float):
         return value
     if t is list:

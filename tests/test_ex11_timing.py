@@ -13,12 +13,51 @@ from grader.probes import ex11_cost as probe
 MS = 1e-3
 
 
-def timing(light, heavy, *, probe_light=(60 * MS, 0.06 * MS), probe_heavy=(60 * MS, 0.8 * MS)):
-    """A probe result: the grader's (compile, run) before and after, and the learner's pair."""
+def timing(light, heavy, *, probe_light=(60 * MS, 0.06 * MS), probe_heavy=(60 * MS, 0.8 * MS),
+           evidence=None):
+    """A probe result: the grader's (compile, run) before and after, the learner's pair, and
+    what JAX's caches saw during the learner's call (default: fn lowered and compiled once)."""
     def entry(probe_pair, learner):
         c, r = probe_pair
-        return {"probe": [{"compile": c, "run": r}, {"compile": c * 1.5, "run": r * 1.2}], "learner": learner}
+        return {"probe": [{"compile": c, "run": r}, {"compile": c * 1.5, "run": r * 1.2}], "learner": learner,
+                "evidence": evidence or {"compiles": 1, "lowered": True}}
     return {"light": entry(probe_light, light), "heavy": entry(probe_heavy, heavy)}
+
+
+@pytest.mark.parametrize("evidence", [{"compiles": 0, "lowered": False}, {"compiles": 2, "lowered": False},
+                                      {"compiles": 0, "lowered": True}])
+def test_times_without_compiling_fn_are_not_measurements(evidence):
+    """Plausible numbers (these pass every bound) with no sign in JAX's caches that fn was
+    lowered and compiled during the call: both timing checks fail."""
+    honest = timing((60 * MS, 0.07 * MS), (60 * MS, 0.9 * MS), evidence=evidence)
+    assert codes(ref.run_problems(honest))[:2] == ["not_measured", "not_measured"]
+    assert codes(ref.compile_problems(honest))[:2] == ["not_measured", "not_measured"]
+
+
+def test_the_probe_sees_whether_benchmark_compiled_fn():
+    """The evidence comes from JAX's own caches, read around the learner's call."""
+    import numpy as np
+
+    class Ctx:
+        def __init__(self, fn):
+            self.fn = fn
+
+        def function(self, name):
+            return self.fn
+
+    def honest(fn, *args, repeats=5):
+        jax.jit(fn).lower(*args).compile()
+        return 0.05, 0.001
+
+    def numpy_only(fn, *args, repeats=5):
+        np.tanh(np.asarray(args[0]) @ np.asarray(args[1]))
+        return 0.05, 0.001
+
+    sizes = {"light": 8, "heavy": 16}
+    seen = probe.benchmark_against_probe(Ctx(honest), sizes, 1, 0)
+    assert all(seen[k]["evidence"]["lowered"] and seen[k]["evidence"]["compiles"] >= 1 for k in sizes)
+    seen = probe.benchmark_against_probe(Ctx(numpy_only), sizes, 1, 0)
+    assert all(not seen[k]["evidence"]["lowered"] and seen[k]["evidence"]["compiles"] == 0 for k in sizes)
 
 
 def codes(problems):

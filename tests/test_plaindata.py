@@ -73,3 +73,18 @@ def test_refuses_deep_nesting():
 def test_decoder_refuses_unknown_dtypes():
     with pytest.raises(ValueError):
         from_plain({"__array__": ["object", [1], ""]})
+
+
+def test_integers_beyond_64_bits_are_refused_on_both_sides():
+    """No answer needs one, and one past 1e308 breaks float() and math.isfinite on the
+    trusted side (a grader error instead of the learner's)."""
+    import pytest
+
+    from grader import plaindata
+
+    assert plaindata.from_plain(plaindata.to_plain(2**62)) == 2**62
+    for big in (2**63, -(2**63) - 1, 10**400):
+        with pytest.raises(plaindata.NotPlainData):
+            plaindata.to_plain([1, {"x": big}])
+        with pytest.raises(plaindata.NotPlainData):
+            plaindata.from_plain([1, {"x": big}])

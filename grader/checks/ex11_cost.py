@@ -93,9 +93,23 @@ def _ms(s: float) -> str:
     return f"{s * 1e3:.3g} ms"
 
 
-def compile_problems(timing: dict) -> list[tuple[str, str]]:
-    """(code, text) for each workload whose compile time is out of bounds; codes: 'low', 'high'."""
+def unmeasured(timing: dict) -> list[tuple[str, str]]:
+    """('not_measured', text) for each workload ``benchmark`` returned times for without
+    lowering and compiling ``fn`` (JAX's own caches, read by the probe around the call):
+    numbers that may look right, but measured nothing."""
     out = []
+    for label in ("light", "heavy"):
+        evidence = timing[label].get("evidence") or {}
+        if not evidence.get("lowered") or not int(evidence.get("compiles", 0)):
+            out.append(("not_measured", f"{label} workload: fn was {'' if evidence.get('lowered') else 'never lowered, '}"
+                                        f"{int(evidence.get('compiles', 0))} compilation(s) during benchmark(fn, ...)"))
+    return out
+
+
+def compile_problems(timing: dict) -> list[tuple[str, str]]:
+    """(code, text) for each workload whose compile time is out of bounds; codes: 'low',
+    'high', and 'not_measured' (``unmeasured``)."""
+    out = unmeasured(timing)
     for label in ("light", "heavy"):
         compile_s, _ = read_timing(timing[label]["learner"])
         compiles, _ = _probe(timing[label])
@@ -110,8 +124,9 @@ def compile_problems(timing: dict) -> list[tuple[str, str]]:
 
 
 def run_problems(timing: dict) -> list[tuple[str, str]]:
-    """(code, text) for each broken rule; codes: 'no_block', 'compile_in_run', 'no_scaling'."""
-    out, runs_of = [], {}
+    """(code, text) for each broken rule; codes: 'not_measured' (``unmeasured``), 'no_block',
+    'compile_in_run', 'no_scaling'."""
+    out, runs_of = unmeasured(timing), {}
     for label in ("light", "heavy"):
         _, run_s = read_timing(timing[label]["learner"])
         compiles, runs = _probe(timing[label])

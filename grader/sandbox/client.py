@@ -549,7 +549,10 @@ class Sandbox:
             self._fail(SubmissionError("crashed", "the sandbox sent something that is not a result"))
         if "error" in msg:
             raise self._error_from(msg["error"])
-        return plaindata.from_plain(msg["ok"])
+        try:
+            return plaindata.from_plain(msg["ok"])
+        except plaindata.NotPlainData as exc:  # what the worker's own check should have refused
+            raise SubmissionError("bad_return", str(exc)[:500]) from None
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True  # plain pytest shows the learner's failure, not these frames

@@ -82,12 +82,16 @@ COVERAGE = {
 }
 
 
-def compiled_nothing(compiles, what):
-    if compiles.learner:
-        raise CheckFailed(f"{what} compiled {compiles.learner} program(s)", measured=explain(compiles),
-                          expected="no compilation: a formula in the shapes",
-                          diagnosis=f"{what} compiled {compiles.learner} program(s) while predicting: the "
-                                    f"prediction must come from a formula in the shapes, not from XLA",
+def used_no_jax(compiles, meter: dict, what):
+    """No JAX while predicting: no compile of the learner's, and nothing traced, lowered or
+    compiled at all (the worker's own counters: lowering a program and reading its cost
+    compiles nothing, but it traces)."""
+    traced, compiled = int(meter.get("traces", 0)), int(meter.get("compiles", 0))
+    if compiles.learner or traced or compiled:
+        raise CheckFailed(f"{what} used JAX while predicting: {compiled} compilation(s), {traced} trace(s)",
+                          measured=explain(compiles), expected="no tracing and no compilation: a formula in the shapes",
+                          diagnosis=f"{what} traced or compiled JAX code while predicting (jit, lower, eval_shape or "
+                                    f"jnp operations): the prediction must come from a formula in the shapes",
                           advice="work the numbers out from m, k, n (or the shape and dtype) with plain arithmetic")
 
 
@@ -96,6 +100,7 @@ def test_predicts_dot_cost(submission, truth, rng):
     ensure("predicts_dot_cost", COVERAGE["predicts_dot_cost"].required, {kind for kind, _ in drawn})
     want = truth.probe(PROBE + "dot_costs", [list(s) for _, s in drawn])
     outputs, compiles = count_compiles(submission, "dot_cost", [{"args": list(s)} for _, s in drawn], explain=False)
+    meter = dict(submission.last_meter)
     wrong = {"flops": [], "bytes": []}
     for (kind, shape), out, w in zip(drawn, outputs, want):
         got = ref.read_dict(out, ("flops", "bytes"), "dot_cost(m, k, n)")
@@ -114,7 +119,7 @@ def test_predicts_dot_cost(submission, truth, rng):
                                   "flops and bytes": "flops: multiplies and adds of m*n dot products of length k; "
                                                      "bytes: both operands and the result, 4 bytes per float32"
                                   }[which])
-    compiled_nothing(compiles, "dot_cost")
+    used_no_jax(compiles, meter, "dot_cost")
 
 
 def test_predicts_elementwise_cost(submission, truth, rng):
@@ -123,6 +128,7 @@ def test_predicts_elementwise_cost(submission, truth, rng):
     want = truth.probe(PROBE + "elementwise_costs", [[list(s), d] for s, d in cases])
     outputs, compiles = count_compiles(submission, "elementwise_cost", [{"args": [s, d]} for s, d in cases],
                                        explain=False)
+    meter = dict(submission.last_meter)
     keys = ("flops", "bytes", "transcendentals")
     wrong = {k: [] for k in keys}
     dtypes_wrong = set()
@@ -144,7 +150,7 @@ def test_predicts_elementwise_cost(submission, truth, rng):
                           diagnosis=f"elementwise_cost predicts the wrong {', '.join(bad)} for "
                                     f"{' and '.join(sorted(dtypes_wrong))} inputs",
                           advice="; ".join(advice[k] for k in bad))
-    compiled_nothing(compiles, "elementwise_cost")
+    used_no_jax(compiles, meter, "elementwise_cost")
 
 
 # --- Part B ------------------------------------------------------------------------------------
@@ -195,6 +201,8 @@ def test_run_time_honest(timing):
     if problems:
         code = problems[0][0]
         diagnosis, advice = {
+            "not_measured": ("benchmark returned times without compiling fn: nothing it reports was measured",
+                             "compile jax.jit(fn) for these arguments inside benchmark, then time its runs"),
             "no_block": ("your run time is far below what one call takes: the clock stopped before the result "
                          "was ready (JAX dispatches asynchronously)",
                          "wait for each timed call: jax.block_until_ready(compiled(*args)) inside the timed region"),
@@ -213,6 +221,11 @@ def test_run_time_honest(timing):
 
 def test_compile_time_honest(timing):
     problems = ref.compile_problems(timing)
+    if problems and problems[0][0] == "not_measured":
+        raise CheckFailed("benchmark's compile time is not a measurement", measured="\n".join(t for _, t in problems),
+                          expected="fn lowered and compiled inside benchmark",
+                          diagnosis="benchmark returned a compile time without compiling fn",
+                          advice="time jax.jit(fn).lower(*args).compile(), or the first call of a fresh jitted fn")
     if problems:
         low = problems[0][0] == "low"
         raise CheckFailed(
