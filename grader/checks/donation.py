@@ -16,10 +16,10 @@ def judge_donation(out: dict, *, state: str, state_key: str) -> None:
     decorator = "@partial(jax.jit, donate_argnums=(0, 1))"
     if not out["jitted"]:
         raise CheckFailed(
-            "train_step is not a jitted function (it has no .lower), so nothing can be donated to it",
-            measured="train_step.lower is missing", expected="jax.jit(..., donate_argnums=(0, 1))",
-            hint=f"decorate train_step itself: {decorator}",
-            diagnosis="train_step is not the function jax.jit returns (no .lower)",
+            "train_step is not the function jax.jit returns, so what it donates cannot be read",
+            measured="train_step is not a jitted function", expected="jax.jit(..., donate_argnums=(0, 1))",
+            hint=f"decorate train_step itself: {decorator} (not a Python function that calls one)",
+            diagnosis="train_step is not the function jax.jit returns",
             advice=f"decorate train_step itself with {decorator}")
     problems = []
     if out["alias_bytes"] < out["donatable_bytes"]:
@@ -27,6 +27,11 @@ def judge_donation(out: dict, *, state: str, state_key: str) -> None:
                         f"hold {out['donatable_bytes']} bytes")
     if "input_output_alias" not in out["header"]:
         problems.append("the compiled module declares no input_output_alias")
+    # Evidence the call itself donated: outputs in the consumed buffers.  Not every byte: inputs
+    # that share one buffer (two zero moments) are donated once, so some outputs get new ones.
+    if not out.get("reused_bytes", 0):
+        problems.append(f"no output of the call lives in a buffer of params or {state} (read from the buffers' "
+                        f"addresses): the call did not donate them")
     alive_p, alive_s = out["params_deleted"].count(False), out[state_key].count(False)
     if alive_p or alive_s:
         problems.append(f"{alive_p} params buffer(s) and {alive_s} {state} buffer(s) are still alive after the "

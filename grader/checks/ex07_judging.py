@@ -178,11 +178,20 @@ def judge_per_example(out, params, x, y, *, what="per_example(params, x, y)", re
 
 def judge_report(out: dict, *, reveal: bool) -> None:
     truth, rep = out["truth"], out["report"]
+    if out.get("runs_as_lowered") is False:
+        raise CheckFailed(
+            "train_step.lower gives a program other than the one train_step runs",
+            measured="the compiled program from train_step.lower and a call of train_step gave different outputs "
+                     "on the same inputs",
+            expected="the program a call runs", hint="leave the jitted function's attributes as jax.jit made them",
+            diagnosis="train_step's lowering is not the program its calls run",
+            advice="decorate train_step with jax.jit(..., donate_argnums=(0, 1)) and report on that function")
     if truth is None:
         raise CheckFailed(
-            "train_step is not a jitted function (it has no .lower), so it has no compiled program to report on",
-            measured="train_step.lower is missing", expected="a jitted train_step",
-            hint="decorate train_step with jax.jit", diagnosis="train_step is not a jitted function (no .lower)",
+            "train_step is not the function jax.jit returns, so it has no compiled program to report on",
+            measured="train_step is not a jitted function", expected="a jitted train_step",
+            hint="decorate train_step itself with jax.jit (not a Python function that calls one)",
+            diagnosis="train_step is not the function jax.jit returns",
             advice="decorate train_step with jax.jit(..., donate_argnums=(0, 1))")
     if rep["type"] != "dict" or set(rep["values"]) != {"flops", "bytes_accessed", "fusions"}:
         raise CheckFailed(

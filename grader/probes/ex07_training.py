@@ -47,6 +47,7 @@ import numpy as np
 import optax
 from jax import stages as _stages
 
+from grader.probes import steps as _steps
 from grader import jaxcompat
 from grader.compiles import CompileRecorder
 from grader.sandbox.context import to_jax
@@ -155,12 +156,9 @@ def _plain_number(value):
 
 
 def _lower(fn, args):
-    """``fn.lower(*args)`` when ``fn`` is a jitted function, else ``None``."""
-    lower = getattr(fn, "lower", None)
-    if lower is None or not callable(lower):
-        return None
-    lowered = lower(*args)
-    return lowered if type(lowered) is _Lowered else None
+    """``jax.jit``'s own lowering of ``fn`` when ``fn`` is exactly what ``jax.jit`` returns,
+    else ``None`` (``grader.probes.steps``)."""
+    return _steps.lower(fn, args)
 
 
 # --- probes run beside the learner's code ----------------------------------------------------
@@ -249,9 +247,10 @@ def donation(ctx, hyper, params, x, y) -> dict:
         text = _as_text(compiled)
         result.update(jitted=True, alias_bytes=int(_memory_analysis(compiled).alias_size_in_bytes),
                       header=text[: text.find("\n")][:20000])
-    _block(fn(params, state, x, y))
+    before = _steps.pointers((params, state))
+    out = _block(fn(params, state, x, y))
     result.update(params_deleted=_deleted(params), state_deleted=_deleted(state),
-                  batch_deleted=_deleted((x, y)))
+                  batch_deleted=_deleted((x, y)), reused_bytes=_steps.reused_bytes(out, before))
     return result
 
 
@@ -265,6 +264,8 @@ def report_and_truth(ctx, hyper, params, x, y) -> dict:
     lowered = _lower(fn, (params, state, x, y))
     if lowered is not None:
         compiled = _compile(lowered)
+        if not _steps.runs_as_lowered(fn, compiled, (params, state, x, y)):
+            return {"truth": None, "report": None, "consumed": False, "runs_as_lowered": False}
         cost = _cost_analysis(compiled)
         truth = {"flops": float(cost["flops"]), "bytes_accessed": float(cost["bytes accessed"]),
                  "hlo": _as_text(compiled)}

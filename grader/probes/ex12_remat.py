@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import stages as _stages
 
+from grader.probes import steps as _steps
 from grader import jaxcompat
 from grader.sandbox.context import to_jax
 
@@ -167,15 +168,16 @@ def donation(ctx, params, momentum, x, y, lr: float, beta: float) -> dict:
     params, momentum, x, y = _block(to_jax([params, momentum, x, y]))
     args = (params, momentum, x, y, float(lr), float(beta))
     result = {"jitted": False, "donatable_bytes": int(sum(leaf.nbytes for leaf in _leaves((params, momentum))))}
-    lower = getattr(fn, "lower", None)
-    lowered = lower(*args) if callable(lower) else None
-    if type(lowered) is _Lowered:
+    lowered = _steps.lower(fn, args)  # jax.jit's own lower, only of what jax.jit returns
+    if lowered is not None:
         compiled = _compile(lowered)
         text = _as_text(compiled)
         result.update(jitted=True, alias_bytes=int(_memory_analysis(compiled).alias_size_in_bytes),
                       header=text[: text.find("\n")][:20000])
-    _block(fn(*args))
-    result.update(params_deleted=_deleted(params), momentum_deleted=_deleted(momentum), batch_deleted=_deleted((x, y)))
+    before = _steps.pointers((params, momentum))
+    out = _block(fn(*args))
+    result.update(params_deleted=_deleted(params), momentum_deleted=_deleted(momentum), batch_deleted=_deleted((x, y)),
+                  reused_bytes=_steps.reused_bytes(out, before))
     return result
 
 
