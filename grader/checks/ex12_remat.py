@@ -127,6 +127,12 @@ def judge_gradients(got: dict, want: dict, segment: int, depth: int, *, hidden: 
                            "stop_gradient or a cast to a smaller dtype at a segment boundary")
 
 
+#: Below the grader's segment checkpointing, bytes a remat_loss may keep fewer of and still be
+#: it: a scalar literal or two that a jitted version does not keep (README: 4 bytes).  One
+#: segment fewer saves a whole activation (at least batch x width x 4 bytes, hundreds).
+FEWER_BYTES_ALLOWED = 16
+
+
 def judge_remat_bytes(got: list, want: list, segments: list, depth: int, *, hidden: bool) -> None:
     for k, g, w in zip(segments, got, want):
         if g > w:
@@ -140,6 +146,17 @@ def judge_remat_bytes(got: list, want: list, segments: list, depth: int, *, hidd
                 measured=f"{g} residual bytes", expected=f"at most {w} (the grader's segment checkpointing)",
                 hint=advice, diagnosis=f"remat_loss {where} saves more residual bytes than checkpointing each "
                                        f"segment of whole blocks", advice=advice)
+        if g < w - FEWER_BYTES_ALLOWED:
+            advice = ("run each segment of `segment` whole blocks under its own jax.checkpoint, so the input of "
+                      "every segment is saved; one checkpoint around the whole network saves less, but it is "
+                      "not the segment size asked for")
+            raise CheckFailed(
+                f"remat_loss(..., {k}) saves less for the backward pass than checkpointing segments of {k} "
+                f"block(s): it does not checkpoint the segments asked for",
+                measured=f"{g} residual bytes", expected=f"{w} (the grader's segment checkpointing)",
+                hint=advice, diagnosis=f"remat_loss {where} saves fewer residual bytes than checkpointing each "
+                                       f"segment of {k} block(s) would: the segment size is not honoured",
+                advice=advice)
 
 
 def judge_choice(out: dict, budget: int, depth: int, *, hidden: bool) -> None:
