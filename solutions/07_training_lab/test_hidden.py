@@ -35,6 +35,7 @@ from grader.checks.ex07_training import (
     same_shapes,
     tree_close,
 )
+from grader.compiles import OPAQUE_PRIMITIVES
 from grader.coverage import Coverage, check_rng, ensure
 from grader.feedback import CheckFailed, describe
 from grader.testing import compiles_of
@@ -187,10 +188,20 @@ def test_per_example_matches_reference(submission, rng, batch):
 def test_metric_does_not_grow_with_batch(submission, rng):
     sizes = draw_sizes(rng)
     params = draw_params(rng, sizes)
-    eqns = {}
+    eqns, opaque = {}, set()
     for batch in (2, 24):
         x, y = draw_blobs(rng, batch, sizes[0], sizes[-1])
-        eqns[batch] = submission.probe("generic:jaxpr_of", "per_example", [params, x, y])["total_eqns"]
+        summary = submission.probe("generic:jaxpr_of", "per_example", [params, x, y])
+        eqns[batch] = summary["total_eqns"]
+        opaque |= set(summary["primitives"]) & OPAQUE_PRIMITIVES
+    if opaque:  # a loop hidden in host code (or a serialized module): no jaxpr would show it
+        raise CheckFailed(
+            f"per_example calls out of JAX ({', '.join(sorted(opaque))}), so its program cannot be read",
+            measured=f"the traced program holds {', '.join(sorted(opaque))}",
+            expected="the metric as JAX operations, mapped over the batch with jax.vmap",
+            hint="write the metric for one example with jnp operations and jax.vmap it",
+            diagnosis="per_example hands its work to host code (a callback), where the batch may be looped over",
+            advice="write the metric for ONE example with jnp operations and map it with jax.vmap(..., in_axes=(None, 0, 0))")
     if eqns[24] > eqns[2]:
         raise CheckFailed(
             "per_example's program grows with the batch size: the examples are looped over in Python",

@@ -260,6 +260,9 @@ def test_compiles_once_per_architecture(submission, archs, rng):
 
 
 # --- Part C ------------------------------------------------------------------------------
+DROPOUT_SPREAD = 3e-4  # relative spread of the losses under three keys: real dropout gives percents
+
+
 @pytest.fixture(scope="module")
 def dropout_run(submission, archs, seed):
     """The two-hidden-layer architecture with tanh (no unit is exactly 0, so every dropped unit
@@ -303,7 +306,10 @@ def test_inference_mode_deterministic(dropout_run):
 def test_training_mode_drops(dropout_run):
     activation, sizes, xs, ys, out = dropout_run
     losses = [ref.as_float(v, "loss_fn(model, xs, ys, key)") for v in out["losses"]]
-    if not all(np.isfinite(losses)) or all(np.isclose(loss, losses[0], rtol=1e-7, atol=0.0) for loss in losses):
+    # Dropping 30-60% of 18+ tanh units moves the loss by percents; anything under DROPOUT_SPREAD
+    # (3x the tolerance adam_steps_match allows a loss) is noise added to look random.
+    spread = (max(losses) - min(losses)) / max(abs(float(np.mean(losses))), 1e-6) if all(np.isfinite(losses)) else 0.0
+    if spread < DROPOUT_SPREAD:
         raise CheckFailed("loss_fn gave the same loss for three keys on a model with dropout",
                           measured=f"losses {losses}", expected="different losses (dropout draws other units)",
                           diagnosis="in training mode (a key given), loss_fn on a model with dropout gave the same "
