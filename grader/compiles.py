@@ -114,21 +114,28 @@ class CompileRecorder:
                 self.logged.append({"name": m.group("name"), "signature": m.group("sig")[:2000]})
 
     def _classify(self) -> None:
-        """Each new compilation, own or incidental, judged by the lowerings of its name."""
+        """Each new compilation, own or incidental, judged by the lowerings of its name.
+
+        A compilation is incidental only when a library lowering accounts for it: every
+        lowering under its name is library code, and there are at least as many of them as
+        compilations called incidental.  A lowering made to look like JAX's own cannot hide a
+        real one of the learner's, and neither can one whose program was dropped (its entry
+        leaves the lowering cache) beside a library lowering of the same name."""
         lowered: dict[str, list[bool]] = {}
         for key in self._lowering_cache.cache_keys():
             if id(key[0]) in self._lowered_before:
                 continue
             jaxpr = key[0]()
             lowered.setdefault(jaxcompat.module_name(key), []).append(jaxpr is None or self._own(jaxpr))
+        vouched: dict[str, int] = {name: (0 if any(kinds) else len(kinds)) for name, kinds in lowered.items()}
         for key in self._compile_cache.cache_keys():
             if id(key[0]) in self._before:
                 continue
             name = jaxcompat.module_name(key)
-            kinds = lowered.get(name)
-            # incidental only when every lowering under this name is library code: a lowering
-            # made to look like JAX's own cannot hide a real one of the learner's
-            self.compilations.append({"name": jaxcompat.backend_compile_name(name), "own": not kinds or any(kinds)})
+            incidental = vouched.get(name, 0) > 0
+            if incidental:
+                vouched[name] -= 1  # one library lowering, one compilation
+            self.compilations.append({"name": jaxcompat.backend_compile_name(name), "own": not incidental})
 
     def _own(self, closed) -> bool:
         """Whether code that is not the Python installation's made an equation of ``closed``."""

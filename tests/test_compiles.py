@@ -55,6 +55,24 @@ def test_renamed_exec_made_and_partial_functions_are_still_own():
     assert rec.learner == 4 and {c["name"] for c in rec.compilations if not c["own"]} <= {"broadcast_in_dim"}
 
 
+def test_a_dropped_lowering_cannot_borrow_a_library_lowering_of_the_same_name():
+    """A compile whose traced program was dropped (its lowering leaves JAX's cache, its
+    compiled entry stays) beside a genuine library lowering of the same name: one library
+    lowering accounts for one compilation, so the other is the learner's."""
+    kept = []
+    with CompileRecorder() as rec:
+        for n in range(3):
+            def root(s):
+                return jnp.sqrt(s) * 2.0
+            root.__name__ = "broadcast_in_dim"
+            low = jax.jit(root).lower(jnp.float32(4.0))
+            kept.append(low)
+            del root
+            low.compile()
+            jnp.zeros((1000 + n,))  # JAX's own jit(broadcast_in_dim), a new lowering each time
+    assert rec.learner >= 3 and rec.total - rec.incidental >= 3
+
+
 def test_library_function_jitted_directly_counts_as_library_code():
     with CompileRecorder() as rec:
         jax.jit(jnp.sin)(jnp.zeros(3))
