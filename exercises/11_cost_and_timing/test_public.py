@@ -34,8 +34,7 @@ def test_predicts_known_costs(submission, truth):
                           measured="; ".join(bad), expected=", ".join(f"{k} {ew_truth[k]:g}" for k in keys),
                           hint="the three operations fuse into one loop: which of them count as flops, which as "
                                "transcendentals, and which arrays ever touch memory?")
-    traced = sum(m.get("traces", 0) for m in used)
-    compiled = max(compiles.learner + more.learner, sum(m.get("compiles", 0) for m in used))
+    compiled, traced = ref.jax_used(compiles.learner + more.learner, used)
     if compiled or traced:
         raise CheckFailed("a prediction used JAX",
                           measured=f"{compiled} compilation(s), {traced} trace(s)",

@@ -50,6 +50,14 @@ def as_number(value, what: str) -> float:
     return float(value)
 
 
+def jax_used(learner_compiles: int, meters: list[dict]) -> tuple[int, int]:
+    """(compilations, traces) while the learner's predictions ran: the recorder's count of
+    their own compilations, or the worker's counters for those requests if higher (a
+    lowered program's cost_analysis traces and compiles nothing of its own)."""
+    compiled = max(learner_compiles, sum(int(m.get("compiles", 0)) for m in meters))
+    return compiled, sum(int(m.get("traces", 0)) for m in meters)
+
+
 def read_dict(value, keys, what: str) -> dict:
     """``{key: float}`` for every key of ``keys``, or a CheckFailed naming what is missing."""
     if not isinstance(value, dict) or any(k not in value for k in keys):

@@ -73,7 +73,6 @@ _sqrt = np.sqrt
 _asarray = np.asarray
 _deleted_flags = jaxcompat.deleted_flags()  # bound now, before any learner code
 _Array = jax.Array
-_Lowered = _stages.Lowered
 _compile = _stages.Lowered.compile
 _as_text = _stages.Compiled.as_text
 _cost_analysis = _stages.Compiled.cost_analysis
@@ -153,12 +152,6 @@ def _plain_number(value):
     if isinstance(value, (np.ndarray, _Array)) and getattr(value, "shape", None) == ():
         return _asarray(value).item()
     return {"type": f"{type(value).__module__}.{type(value).__qualname__}"}
-
-
-def _lower(fn, args):
-    """``jax.jit``'s own lowering of ``fn`` when ``fn`` is exactly what ``jax.jit`` returns,
-    else ``None`` (``grader.probes.steps``)."""
-    return _steps.lower(fn, args)
 
 
 # --- probes run beside the learner's code ----------------------------------------------------
@@ -241,7 +234,7 @@ def donation(ctx, hyper, params, x, y) -> dict:
     _block((params, state, x, y))
     donatable = int(sum(leaf.nbytes for leaf in _leaves((params, state))))
     result = {"jitted": False, "donatable_bytes": donatable}
-    lowered = _lower(fn, (params, state, x, y))
+    lowered = _steps.lower(fn, (params, state, x, y))  # jax.jit's own, of exactly what it returns
     if lowered is not None:
         compiled = _compile(lowered)
         text = _as_text(compiled)
@@ -261,7 +254,7 @@ def report_and_truth(ctx, hyper, params, x, y) -> dict:
     x, y = _device_put(x), _device_put(y)
     _block((params, state, x, y))
     truth = None
-    lowered = _lower(fn, (params, state, x, y))
+    lowered = _steps.lower(fn, (params, state, x, y))  # jax.jit's own, of exactly what it returns
     if lowered is not None:
         compiled = _compile(lowered)
         if not _steps.runs_as_lowered(fn, compiled, (params, state, x, y)):

@@ -53,7 +53,6 @@ _sum = jnp.sum
 _mean = jnp.mean
 _Array = jax.Array
 _deleted_flags = jaxcompat.deleted_flags()  # bound now, before any learner code
-_Lowered = _stages.Lowered
 _compile = _stages.Lowered.compile
 _as_text = _stages.Compiled.as_text
 _memory_analysis = _stages.Compiled.memory_analysis

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-from jax._src import stages as _stages
+from jax import stages as _stages
 from jax._src.array import ArrayImpl as _ArrayImpl  # the type of every jax.Array (no backend started here)
 
 _JIT_TYPE = type(jax.jit(lambda: None))  # wrapping compiles nothing and starts no backend

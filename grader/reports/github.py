@@ -40,7 +40,6 @@ from pathlib import Path, PurePath
 from grader.reports import learner_text as lt
 from grader.results import (
     ERROR,
-    FAILED,
     NOT_RUN,
     PASSED,
     CheckResult,

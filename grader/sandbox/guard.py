@@ -188,7 +188,7 @@ def install(roots: Roots, violations: list, *, get_frame=sys._getframe) -> None:
     import linecache
 
     display_codes = frozenset({linecache.updatecache.__code__})  # reads a file's lines to show them
-    PermissionError_, TypeError_, OSError_, ValueError_ = PermissionError, TypeError, OSError, ValueError
+    PermissionError_, OSError_, ValueError_ = PermissionError, OSError, ValueError
 
     def refuse(reason: str):
         reason = reason[:MAX_REASON_CHARS]

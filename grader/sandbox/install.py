@@ -23,15 +23,15 @@ from grader.sandbox import scratch
 from grader.sandbox.user import temp_root
 
 PACKAGE = Path(__file__).resolve().parents[1]  # the running grader package
-_copy: tuple[int, Path] | None = None  # (pid that made it, its folder)
+_copy: Path | None = None  # this process's copy, or (forked) its parent's
 
 
 def grader_base() -> Path:
     """A folder holding a read-only copy of the ``grader`` package (made once per process;
     a forked process -- a grading pool's worker -- uses its parent's, which the parent removes)."""
     global _copy
-    if _copy is not None and (_copy[1] / "grader").is_dir():
-        return _copy[1]
+    if _copy is not None and (_copy / "grader").is_dir():
+        return _copy
     base = scratch.make("code", temp_root())
     for src in sorted(PACKAGE.rglob("*.py")):
         if "__pycache__" in src.parts:
@@ -52,7 +52,7 @@ def grader_base() -> Path:
         util.Finalize(None, _remove, args=(os.getpid(), base), exitpriority=0)
     else:
         atexit.register(_remove, os.getpid(), base)
-    _copy = (os.getpid(), base)
+    _copy = base
     return base
 
 

@@ -86,8 +86,8 @@ def used_no_jax(compiles, meter: dict, what):
     """No JAX while predicting: no compile of the learner's, and nothing traced, lowered or
     compiled at all (the worker's own counters: lowering a program and reading its cost
     compiles nothing, but it traces)."""
-    traced, compiled = int(meter.get("traces", 0)), int(meter.get("compiles", 0))
-    if compiles.learner or traced or compiled:
+    compiled, traced = ref.jax_used(compiles.learner, [meter])
+    if compiled or traced:
         raise CheckFailed(f"{what} used JAX while predicting: {compiled} compilation(s), {traced} trace(s)",
                           measured=explain(compiles), expected="no tracing and no compilation: a formula in the shapes",
                           diagnosis=f"{what} traced or compiled JAX code while predicting (jit, lower, eval_shape or "
