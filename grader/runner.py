@@ -55,7 +55,7 @@ from grader.results import (
 )
 from grader.sandbox import install, scratch
 from grader.sandbox import user as sandbox_user
-from grader.sandbox.client import SUBMISSION_FAILURES, Sandbox, Zygote, take_spare_zygote
+from grader.sandbox.client import SUBMISSION_FAILURES, Sandbox, Zygote, probes_of_exercise, take_spare_zygote
 from grader.session import CHECK_MODULE_RE, ExerciseRun
 from grader.submission import Snapshot, read_submission
 
@@ -144,7 +144,7 @@ def grade(
     if zygote is None and os.environ.get("GRADER_NO_ZYGOTE") != "1":
         # one JAX import for all the workers of this grading: each is forked from the zygote,
         # the one `grade exercise N` started as the command began (grader.entry) if it fits
-        probes = ",".join(_probes_of(ex) for ex in exercises)
+        probes = ",".join(probes_of_exercise(ex.number) for ex in exercises)
         workers = _workers_needed(exercises, course_root, hidden_root)
         zygote = own_zygote = take_spare_zygote(probes) if workers else None
         if zygote is None and workers >= 2:
@@ -191,12 +191,6 @@ def grade(
     if interrupted.signum:
         raise GradingInterrupted(interrupted.signum, dataclasses.replace(result, incomplete=True))
     return result
-
-
-def _probes_of(ex: Exercise) -> str:
-    """The probe modules an exercise's workers import: its own (``grader/probes/exNN_*``)
-    and the shared ones (``grader.sandbox.context.preload_probes``)."""
-    return f"ex{ex.number:02d}_"
 
 
 def _import_trusted_side() -> None:
@@ -291,7 +285,7 @@ def _start(ex: Exercise, snap: Snapshot, seed: int, course_root: Path, hidden_ro
             raise FileNotFoundError(f"the hidden checks of exercise {ex.number} are missing: no {hidden}")
         shutil.copyfile(hidden, tmp / f"test_e{ex.number:02d}_hidden.py")
     limits = dict(timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices, zygote=zygote,
-                  probes=_probes_of(ex))
+                  probes=probes_of_exercise(ex.number))
     run = ExerciseRun(ex, snap, seed, only=only)
     if has_public:
         cache = compile_cache_for(snap) if hidden_root is None else None

@@ -74,3 +74,14 @@ def test_an_untaken_zygote_is_closed_at_exit(tmp_path):
     proc, tmp = _grade(tmp_path, "exercise", "99")
     assert proc.returncode == 2 and "there is no exercise 99" in proc.stderr
     assert not list(tmp.glob("grade-zygote-*"))
+
+
+def test_the_options_that_take_a_value_are_the_exercise_commands():
+    """The early parse must skip exactly the values `grade exercise` takes, or a value
+    (`--seed 5`) would be read as the exercise."""
+    from grader.cli_learn import exercise_cmd
+    from grader.entry import _VALUE_OPTIONS
+
+    taking_a_value = {name for p in exercise_cmd.params if p.param_type_name == "option" and not p.is_flag
+                      for name in p.opts if name.startswith("--")}
+    assert taking_a_value == set(_VALUE_OPTIONS)

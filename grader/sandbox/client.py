@@ -703,6 +703,12 @@ class Zygote:
 _spare: Zygote | None = None
 
 
+def probes_of_exercise(number: int) -> str:
+    """The probe modules exercise ``number``'s workers import: ``grader/probes/exNN_*`` (and
+    the shared ones, which every worker imports; ``grader.sandbox.context.preload_probes``)."""
+    return f"ex{number:02d}_"
+
+
 def start_spare_zygote(probes: str) -> None:
     """Start a zygote for probes ``probes`` now (``grader.entry``: before the CLI imports the
     rest of the grader), for the grading that follows to take (``take_spare_zygote``); one
