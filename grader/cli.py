@@ -1,5 +1,5 @@
-"""`grade`: a thin click layer.  The learner's commands are in ``grader.cli_learn``, batch
-grading in ``grader.cli_batch``, comparison in ``grader.cli_compare``; this module holds the
+"""`grade`: a thin click layer.  The learner's commands are in ``grader.learner.cli``, batch
+grading in ``grader.course.cli``, comparison in ``grader.compare.cli``; this module holds the
 group and the course's own commands (ci, release, gradescope-bundle, verify).
 
 Exit codes (also in the README):
@@ -22,9 +22,9 @@ import sys
 from pathlib import Path
 
 import click
-from grader import hidden as hidden_mod
 from grader import __version__
 from grader import runner
+from grader.course import hidden as hidden_mod
 
 from grader.cli_common import (  # noqa: F401 - re-exported: the exit codes are part of the CLI
     EXIT_CANNOT_GRADE,
@@ -97,7 +97,7 @@ def ci_cmd(submission, hidden_source, numbers, seed, jobs, json_out, instructor,
     Exits 0 whenever grading completed, whatever the score (see --fail-under); every
     requested file is written even when grading could not run, with the reason inside.
     """
-    from grader import ci
+    from grader.course import ci
     from grader.manifest import ManifestError, load
 
     try:
@@ -119,7 +119,7 @@ def ci_cmd(submission, hidden_source, numbers, seed, jobs, json_out, instructor,
     for failure in failed_reports:
         click.echo(f"grade: could not write a report: {failure}", err=True)
     if outcome.interrupted:
-        from grader.cli_learn import signal_name
+        from grader.learner.cli import signal_name
 
         click.echo(f"grade: interrupted ({signal_name(outcome.interrupted)}): the result files are marked incomplete "
                    f"and carry no score; grade again", err=True)
@@ -149,7 +149,7 @@ def ci_cmd(submission, hidden_source, numbers, seed, jobs, json_out, instructor,
               help="The hidden checks to bundle: a folder or a tarball (default: the course's solutions/).")
 def gradescope_bundle_cmd(out: Path, hidden_source: Path | None) -> None:
     """Write OUT (a .zip) for a Gradescope programming assignment's autograder."""
-    from grader import gradescope, hidden
+    from grader.course import gradescope, hidden
 
     course = course_root()
     manifest = _manifest(course)
@@ -171,7 +171,7 @@ def gradescope_bundle_cmd(out: Path, hidden_source: Path | None) -> None:
               help="With --force: replace OUT's files even when OUT is not an earlier release.")
 def release_cmd(out: Path, force: bool, replace_any: bool) -> None:
     """Write the repository learners fork: stubs, statements, public checks, grader; no solutions."""
-    from grader import release
+    from grader.course import release
 
     sys.exit(release.release_command_impl(out, force, course=course_root(), replace_any=replace_any))
 
@@ -188,7 +188,7 @@ def verify_cmd(exercises: tuple[int, ...], as_json: bool, jobs: int, numbers: tu
 
     EXERCISES: only these exercise numbers (default: all)."""
     numbers = tuple(exercises) + tuple(numbers)
-    from grader import verify
+    from grader.course import verify
 
     course = course_root()
     if not hidden_mod.holds_hidden_checks(course / "solutions"):
@@ -206,9 +206,9 @@ def verify_cmd(exercises: tuple[int, ...], as_json: bool, jobs: int, numbers: tu
     sys.exit(EXIT_OK if report.ok else EXIT_FAILED)
 
 
-from grader.cli_batch import batch_cmd, gradebook_group  # noqa: E402 - they import this module's helpers
-from grader.cli_compare import compare_cmd  # noqa: E402
-from grader.cli_learn import COMMANDS as LEARNER_COMMANDS  # noqa: E402
+from grader.course.cli import batch_cmd, gradebook_group  # noqa: E402 - they import this module's helpers
+from grader.compare.cli import compare_cmd  # noqa: E402
+from grader.learner.cli import COMMANDS as LEARNER_COMMANDS  # noqa: E402
 
 for _command in (*LEARNER_COMMANDS, batch_cmd, gradebook_group, compare_cmd):
     main.add_command(_command)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-# `grade exercise` options that take a value (grader.cli_learn.exercise_cmd)
+# `grade exercise` options that take a value (grader.learner.cli.exercise_cmd)
 _VALUE_OPTIONS = frozenset({"--submission", "--seed", "--hidden", "--file"})
 
 

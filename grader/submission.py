@@ -18,7 +18,7 @@ every later step, by construction:
   a learner grades while working).  ``read_commit`` reads a git commit's tree from the
   object database (``git ls-tree``/``cat-file``), where links are entries of mode 120000
   and never touch the disk; ``grade ci`` and ``grade batch`` grade a repository at its
-  HEAD commit this way (see ``grader.batch``).
+  HEAD commit this way (see ``grader.course.batch``).
 
 The exercise's folder in a submission is ``exercises/<dir>/`` (a fork of the learners'
 repository).  A submission without that layout (files uploaded to Gradescope) is searched

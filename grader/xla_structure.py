@@ -15,7 +15,7 @@ grader judges those readings against a route that never parses text:
   installed jaxlib (names and opcodes agree with the bindings' own ``HloInstruction``s).
 
 The functions that take JAX objects run where JAX is: in the clean worker, through the
-probes of exercises 9 and 10 (``grader/probes/ex09_lowering.py``, ``ex10_fusion.py``).
+probes of exercises 9 and 10 (``grader/exercises/ex09_lowering/probes.py``, ``ex10_fusion.py``).
 This module imports nothing of JAX itself; what it returns is plain data or frozen
 dataclasses of plain data.  Version-sensitive: the protobuf field numbers and the two
 accessors ``hlo_module``/``optimized_module`` (``compiler_ir("hlo")``,

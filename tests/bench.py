@@ -77,7 +77,7 @@ def synthetic_forks(n: int) -> tuple[Path, list[str]]:
     """``n`` checkouts: solutions, stubs, then alternately a known-wrong fixture and a generic
     cheat for every exercise (the k-th of each, so no two forks are alike)."""
     sys.path.insert(0, str(REPO))
-    from grader import verify
+    from grader.course import verify
     from grader.manifest import load
 
     exercises = load(REPO / "exercises" / "manifest.toml").exercises

@@ -74,7 +74,7 @@ def fill_gradebook(book: Path, forks: dict[str, tuple[Path, str]], outcomes: dic
     from click.testing import CliRunner
 
     from grader import __version__
-    from grader.cli_batch import gradebook_group
+    from grader.course.cli import gradebook_group
     from grader.results import RunResult
     from grader.runner import jax_version
 
@@ -90,7 +90,7 @@ def fill_gradebook(book: Path, forks: dict[str, tuple[Path, str]], outcomes: dic
 
 
 def timed_compare(args: list[str]) -> tuple[float, dict]:
-    cmd = [sys.executable, "-c", "from grader.cli_compare import compare_cmd; compare_cmd()", "3", *args,
+    cmd = [sys.executable, "-c", "from grader.compare.cli import compare_cmd; compare_cmd()", "3", *args,
            "-j", str(JOBS), "--json", "--quiet"]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})

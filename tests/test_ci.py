@@ -130,7 +130,7 @@ def test_gradescope_bundle_holds_hidden_checks_only_and_its_run_autograder_grade
         names = set(z.namelist())
         modes = {i.filename: i.external_attr >> 16 for i in z.infolist()}
         z.extractall(tmp_path / "autograder" / "source")
-    assert {"setup.sh", "run_autograder", "hidden/01_double/test_hidden.py", "grader/ci.py"} <= names
+    assert {"setup.sh", "run_autograder", "hidden/01_double/test_hidden.py", "grader/course/ci.py"} <= names
     assert modes["run_autograder"] & 0o111 and modes["setup.sh"] & 0o111
     assert not any(n.endswith(("double.py", "triple.py")) for n in names)  # no reference solution
     again = tmp_path / "again.zip"

@@ -19,7 +19,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from grader import release, verify
+from grader.course import release, verify
 from grader.manifest import load
 
 REPO = Path(__file__).resolve().parents[1]

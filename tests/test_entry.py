@@ -79,8 +79,8 @@ def test_an_untaken_zygote_is_closed_at_exit(tmp_path):
 def test_the_options_that_take_a_value_are_the_exercise_commands():
     """The early parse must skip exactly the values `grade exercise` takes, or a value
     (`--seed 5`) would be read as the exercise."""
-    from grader.cli_learn import exercise_cmd
     from grader.entry import _VALUE_OPTIONS
+    from grader.learner.cli import exercise_cmd
 
     taking_a_value = {name for p in exercise_cmd.params if p.param_type_name == "option" and not p.is_flag
                       for name in p.opts if name.startswith("--")}

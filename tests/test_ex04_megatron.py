@@ -3,7 +3,7 @@ each device holds, for layouts built by hand on the grader's meshes."""
 
 import pytest
 
-from grader.checks.ex04_megatron import CANDIDATE_AXES, describe_axes, has_layout, layout_blocks, recognise
+from grader.exercises.ex04_megatron.judges import CANDIDATE_AXES, describe_axes, has_layout, layout_blocks, recognise
 
 
 def mesh(d, m):

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from grader import ir
-from grader.checks.ex06_jaxpr import trace
 from grader.coverage import check_rng
+from grader.exercises.ex06_jaxpr.judges import trace
 
 REPO = Path(__file__).resolve().parents[1]
 DIR = "06_reading_a_jaxpr"

@@ -4,7 +4,7 @@ optimized HLO text, and the NumPy gradient used to draw inputs whose clipping is
 import jax
 import numpy as np
 
-from grader.checks.ex07_training import (
+from grader.exercises.ex07_training.reference import (
     CLIP_NORM,
     draw_params,
     draw_step_case,
@@ -13,7 +13,7 @@ from grader.checks.ex07_training import (
     global_norm,
     grads,
 )
-from grader.probes import ex07_training as probe
+from grader.exercises.ex07_training import probes as probe
 from grader.sandbox.context import to_jax
 
 SYNTHETIC = """HloModule jit_f, is_scheduled=true, entry_computation_layout={(f32[4]{0})->(f32[4]{0}, s32[])}

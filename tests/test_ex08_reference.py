@@ -1,4 +1,4 @@
-"""Exercise 8's trusted-side references (grader/checks/ex08_equinox.py) against the live
+"""Exercise 8's trusted-side references (grader/exercises/ex08_equinox/judges.py) against the live
 JAX, optax and Equinox: the float64 forward pass, loss, backprop gradient and Adam steps
 must agree with what an Equinox MLP trained by optax.adam really does, and the step
 comparison must reject steps that are not Adam's."""
@@ -10,7 +10,7 @@ import numpy as np
 import optax
 import pytest
 
-from grader.checks import ex08_equinox as ref
+from grader.exercises.ex08_equinox import judges as ref
 
 
 def mlp(sizes, activation, seed):

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from jax import lax
 
-from grader.checks import ex09_lowering as ex09
 from grader import xla_structure as xs
+from grader.exercises.ex09_lowering import judges as ex09
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -121,7 +121,7 @@ def test_stablehlo_walk_counts_hidden_bodies_once_where_written():
 
 def test_mistake_counts_differ_from_the_truth():
     """The probe's 'usual mistake' counts are distinct, so a diagnosis can name one."""
-    from grader.probes import ex09_lowering as probe
+    from grader.exercises.ex09_lowering import probes as probe
 
     source = ('@jax.jit\ndef h(v):\n    return jnp.sin(v)\n\n\ndef f(x, w):\n'
               '    v = h(x @ w) - jnp.sum(x @ w)\n    return lax.cond(jnp.sum(v) > 0, jnp.cos, h, v)\n')

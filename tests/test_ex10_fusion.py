@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from jax import lax
 
-from grader.checks import ex10_fusion as ex10
 from grader import xla_structure as xs
-from grader.probes import ex10_fusion as probe
+from grader.exercises.ex10_fusion import judges as ex10
+from grader.exercises.ex10_fusion import probes as probe
 
 REPO = Path(__file__).resolve().parents[1]
 

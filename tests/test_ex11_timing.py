@@ -1,4 +1,4 @@
-"""Exercise 11's timing verdicts (grader/checks/ex11_cost.py) on synthetic measurements, and
+"""Exercise 11's timing verdicts (grader/exercises/ex11_cost/judges.py) on synthetic measurements, and
 its probes' truth against JAX itself: each rule accepts an honest benchmark even when the
 machine is busy, and rejects the mistake it is there for."""
 
@@ -6,9 +6,9 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from grader.checks import ex11_cost as ref
+from grader.exercises.ex11_cost import judges as ref
 from grader.feedback import CheckFailed
-from grader.probes import ex11_cost as probe
+from grader.exercises.ex11_cost import probes as probe
 
 MS = 1e-3
 

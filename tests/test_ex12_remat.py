@@ -5,8 +5,8 @@ budget singles out one answer."""
 import jax
 import numpy as np
 
-from grader.checks.ex12_remat import answer_candidates, budget_for, draw_model, segment_counts
-from grader.probes import ex12_remat as probe
+from grader.exercises.ex12_remat.judges import answer_candidates, budget_for, draw_model, segment_counts
+from grader.exercises.ex12_remat import probes as probe
 from grader.sandbox.context import to_jax
 
 

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader import batch, hidden
-from grader.cli_batch import batch_cmd, gradebook_group
-from grader.gradebook import SCHEMA_VERSION, Gradebook, GradebookError, utc_iso
+from grader.course import batch, hidden
+from grader.course.cli import batch_cmd, gradebook_group
+from grader.course.gradebook import SCHEMA_VERSION, Gradebook, GradebookError, utc_iso
 from grader.manifest import load
 from grader.results import RunResult
 from grader.submission import read_submission
@@ -268,7 +268,7 @@ def test_content_hash_covers_what_grading_can_see(course, tmp_path):
 
 # --- interruption -----------------------------------------------------------------------------
 
-BATCH_ENTRY = ("import sys; from grader import cli; from grader.cli_batch import batch_cmd, gradebook_group; "
+BATCH_ENTRY = ("import sys; from grader import cli; from grader.course.cli import batch_cmd, gradebook_group; "
                "cli.main.add_command(batch_cmd); cli.main.add_command(gradebook_group); sys.exit(cli.main())")
 
 
@@ -436,7 +436,7 @@ def cli_course(course, monkeypatch):
     return course
 
 
-def test_cli_batch_usage_and_grading_errors(cli_course, tmp_path):
+def test_course_cli_usage_and_grading_errors(cli_course, tmp_path):
     cli = CliRunner()
     gb = ["--gradebook", str(tmp_path / "g.sqlite")]
     out = cli.invoke(batch_cmd, [str(tmp_path / "nowhere"), *gb])
@@ -455,7 +455,7 @@ def test_cli_batch_usage_and_grading_errors(cli_course, tmp_path):
     assert not (tmp_path / "g.sqlite").exists()  # nothing was started
 
 
-def test_cli_batch_json_with_a_hidden_tarball_and_an_unreachable_repository(cli_course, tmp_path):
+def test_course_cli_json_with_a_hidden_tarball_and_an_unreachable_repository(cli_course, tmp_path):
     tarball = tmp_path / "hidden.tgz"
     with tarfile.open(tarball, "w:gz") as tar:
         tar.add(cli_course / "solutions", arcname="course-hidden/solutions")

@@ -29,7 +29,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from grader import render, runner, verify
+from grader import render, runner
+from grader.course import verify
 from grader.coverage import check_rng
 from grader.manifest import load
 from grader.reports import github, gradescope, learner_text

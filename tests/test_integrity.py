@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader import ci, runner
+from grader import runner
+from grader.course import ci
 from grader.manifest import load
 from grader.sandbox import user as sandbox_user
 from grader.sandbox.client import Sandbox, SubmissionError

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from grader import runner
+from grader.course.verify import verify_seeds
 from grader.manifest import load
 from grader.submission import from_source
-from grader.verify import verify_seeds
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST_PATH = REPO / "exercises" / "manifest.toml"

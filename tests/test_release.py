@@ -2,7 +2,7 @@
 
 A release of the real course is built once (module fixture).  The tests prove that it
 holds exactly the allowlist, that no reference solution, hidden check or fixture reaches
-it (searched here with the test's own AST walk, and with ``grader.release``'s scanner),
+it (searched here with the test's own AST walk, and with ``grader.course.release``'s scanner),
 that the scanner catches planted leaks, and that `grade exercise 3` in the release runs
 its own grader on the public checks only and says so.  One grading in all (~1-2 s).
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import release
+from grader.course import release
 from grader.manifest import load
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,7 +37,7 @@ def release_files(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-# The test's own normalisation (independent of grader.release): a function body as ast.dump
+# The test's own normalisation (independent of grader.course.release): a function body as ast.dump
 # gives it, the docstring dropped; None when it only passes or raises NotImplementedError.
 def bodies(source: str) -> dict[str, str]:
     found = {}
@@ -143,7 +143,7 @@ def test_the_scanner_catches_planted_leaks(built, tmp_path):
     loops = (REPO / "solutions" / "05_while_loop_vs_scan" / "loops.py").read_text()
     renamed = _function_source(loops, "scan_version").replace("def scan_version(", "def helper(", 1)
     renamed = renamed.replace("):\n", '):\n    """A harmless helper."""\n', 1)
-    with (planted / "grader" / "checks" / "ex05_loops.py").open("a") as f:
+    with (planted / "grader" / "exercises" / "ex05_loops" / "judges.py").open("a") as f:
         f.write("\n\n" + renamed + "\n")
     # 3. a hidden check file quoted in a statement
     hidden = (REPO / "solutions" / "06_reading_a_jaxpr" / "test_hidden.py").read_text()
@@ -158,7 +158,7 @@ def test_the_scanner_catches_planted_leaks(built, tmp_path):
     found = release.find_leaks(planted, REPO)
     leaks = {(leak.path, leak.how) for leak in found}
     assert ("exercises/03_per_example_grad_norms/grad_norms.py::per_example_grad_norms", "function body") in leaks
-    assert ("grader/checks/ex05_loops.py::helper", "function body") in leaks
+    assert ("grader/exercises/ex05_loops/judges.py::helper", "function body") in leaks
     assert ("exercises/06_reading_a_jaxpr/README.md", "text") in leaks
     assert "solutions/06_reading_a_jaxpr/test_hidden.py" in {leak.secret for leak in found}  # the whole file
     assert ("grader/notes.py", "identical file") in leaks
@@ -185,12 +185,12 @@ def test_a_leaking_course_is_refused_and_out_left_alone(tmp_path):
     for name in ("pyproject.toml", ".gitignore"):
         shutil.copy(REPO / name, course / name)
     solution = (REPO / "solutions" / "05_while_loop_vs_scan" / "loops.py").read_text()
-    with (course / "grader" / "checks" / "ex05_loops.py").open("a") as f:
+    with (course / "grader" / "exercises" / "ex05_loops" / "judges.py").open("a") as f:
         f.write("\n\n" + _function_source(solution, "scan_version").replace("@partial", "# @partial") + "\n")
     out = tmp_path / "out"
     with pytest.raises(release.LeakError) as caught:
         release.build_release(course, out)
-    assert "grader/checks/ex05_loops.py::scan_version: function body of solutions/05_while_loop_vs_scan/loops.py" \
+    assert "grader/exercises/ex05_loops/judges.py::scan_version: function body of solutions/05_while_loop_vs_scan/loops.py" \
         in str(caught.value)
     assert caught.value.exit_code == 1 and not out.exists() and [p.name for p in tmp_path.iterdir()] == ["course"]
 

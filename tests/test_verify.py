@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import verify
+from grader.course import verify
 from grader.manifest import load
 
 MINI = Path(__file__).parent / "minicourse"

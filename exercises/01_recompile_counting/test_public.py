@@ -6,7 +6,7 @@ checks draw new random sequences and a new workload at grading time.
 
 import numpy as np
 
-from grader.checks.ex01_recompile import as_count, expected_score, mode_of
+from grader.exercises.ex01_recompile.judges import as_count, expected_score, mode_of
 from grader.feedback import CheckFailed, expect_array, expect_close
 from grader.testing import count_compiles, expect_compiles
 

@@ -10,7 +10,7 @@ import zlib
 import numpy as np
 import pytest
 
-from grader.checks.ex02_retrace import bucket_of, expect_bucketed_compiles, reference_step, training_outcome, unwrap
+from grader.exercises.ex02_retrace.judges import bucket_of, expect_bucketed_compiles, reference_step, training_outcome, unwrap
 from grader.feedback import CheckFailed, describe
 
 BUCKETS = (8, 16, 32, 64)

@@ -10,7 +10,7 @@ import zlib
 import numpy as np
 import pytest
 
-from grader.checks.ex04_megatron import expect_placed, mlp_reference
+from grader.exercises.ex04_megatron.judges import expect_placed, mlp_reference
 from grader.feedback import CheckFailed, expect_array, expect_close
 from grader.ir import collective_counts
 

@@ -7,7 +7,7 @@ look at the jaxpr of `scan_version` (a `scan`, no `while`, and no growth with ma
 
 import numpy as np
 
-from grader.checks.ex05_loops import unpack, weighted_grads
+from grader.exercises.ex05_loops.judges import unpack, weighted_grads
 from grader.feedback import CheckFailed, expect_close
 
 # The fixed inputs of these public checks.

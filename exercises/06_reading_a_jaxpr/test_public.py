@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import pytest
 
 from grader import ir
-from grader.checks.ex06_jaxpr import expect_x64_off, first_holder, trace
+from grader.exercises.ex06_jaxpr.judges import expect_x64_off, first_holder, trace
 from grader.feedback import CheckFailed
 
 # The stub's example functions, written out here so the check does not trust your copy.

@@ -9,7 +9,7 @@ run by the grader in a separate, clean JAX process (`truth`).
 
 import numpy as np
 
-from grader.checks.ex07_judging import (
+from grader.exercises.ex07_training.judges import (
     judge_compiles,
     judge_donation,
     judge_per_example,
@@ -17,7 +17,7 @@ from grader.checks.ex07_judging import (
     judge_step,
     judge_training,
 )
-from grader.checks.ex07_training import HYPER, draw_blobs, draw_params, draw_step_case, loss, tree_close
+from grader.exercises.ex07_training.reference import HYPER, draw_blobs, draw_params, draw_step_case, loss, tree_close
 from grader.feedback import CheckFailed
 from grader.testing import compiles_of
 

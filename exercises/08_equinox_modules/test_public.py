@@ -8,7 +8,7 @@ The hidden checks test the same properties on other architectures, data and seed
 
 import numpy as np
 
-from grader.checks import ex08_equinox as ref
+from grader.exercises.ex08_equinox import judges as ref
 from grader.feedback import CheckFailed, expect_array, expect_close
 from grader.testing import compiles_of, expect_compiles
 

@@ -10,7 +10,7 @@ modules' structure rather than their text.
 import numpy as np
 import pytest
 
-from grader.checks.ex09_lowering import GELU_SOURCE, QUESTIONS, judge_answer, judge_export_numbers, \
+from grader.exercises.ex09_lowering.judges import GELU_SOURCE, QUESTIONS, judge_answer, judge_export_numbers, \
     judge_export_shapes, judge_stats, learner_answers, run_learner_export
 from grader.feedback import CheckFailed
 

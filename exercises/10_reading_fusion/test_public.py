@@ -8,7 +8,7 @@ module's structure (XLA's HloModuleProto), in a second, learner-free JAX process
 
 import pytest
 
-from grader.checks.ex10_fusion import CASES, compile_module, judge_fusions, judge_rewrite, judge_unfused, \
+from grader.exercises.ex10_fusion.judges import CASES, compile_module, judge_fusions, judge_rewrite, judge_unfused, \
     learner_rewrites, rewrite_applied
 from grader.feedback import CheckFailed
 

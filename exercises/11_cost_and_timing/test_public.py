@@ -5,7 +5,7 @@ and reads their cost and memory analyses.  The hidden checks do the same on shap
 functions drawn at grading time.
 """
 
-from grader.checks import ex11_cost as ref
+from grader.exercises.ex11_cost import judges as ref
 from grader.feedback import CheckFailed
 from grader.testing import count_compiles
 

@@ -9,7 +9,7 @@ clean JAX process (`truth`).
 
 import numpy as np
 
-from grader.checks.ex12_remat import (
+from grader.exercises.ex12_remat.judges import (
     budget_for,
     draw_model,
     judge_choice,

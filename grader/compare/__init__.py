@@ -12,7 +12,8 @@ It groups the class's solutions of exercise N three ways and reports each group:
 Modules, in the order the data flows:
 
 ``sources``      SOURCE arguments (gradebooks, folders, git forks) -> solutions with code and outcomes
-``specs``        per exercise: which functions are measured, on which fixed inputs
+``specs``        the spec machinery and registry; each exercise's spec (which functions are
+                 measured, on which fixed inputs) is ``grader/exercises/<pkg>/compare.py``
 ``workers``      N processes, one sandbox per submission: grade what has no outcome, measure
 ``fingerprint``  the trusted side of a measurement; approach keys and labels
 ``jaxpr_canon``  a jaxpr as canonical text (also used inside the sandbox by the probe
@@ -23,8 +24,8 @@ Modules, in the order the data flows:
 ``grouping``     outcome groups, approach groups, near-identical pairs and clusters
 ``model``        the report as plain data (``--json``, versioned)
 ``diffs``, ``plots``, ``report_text`` (rich), ``report_html`` (one self-contained file)
+``cli``          the click command ``grade compare`` (``compare_cmd``, registered by ``grader.cli``)
 
-The click command is ``grader.cli_compare.compare_cmd``.  This package is imported inside
-every sandbox worker too (the probe imports ``jaxpr_canon`` before learner code loads),
-so this file and ``jaxpr_canon`` import nothing but the standard library.
+This package is imported inside every sandbox worker too (the probe imports ``jaxpr_canon``
+before learner code loads), so this file and ``jaxpr_canon`` import nothing but the standard library.
 """

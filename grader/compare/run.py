@@ -86,7 +86,7 @@ def _cache_path(opts: Options, collected: sources.Collected) -> Path | None:
     path = opts.gradebook
     if not path.resolve().parent.is_dir():
         raise CompareUsageError(f"--gradebook {path}: the folder {path.parent} does not exist")
-    from grader.gradebook import Gradebook, GradebookError
+    from grader.course.gradebook import Gradebook, GradebookError
 
     try:
         Gradebook(path).close()  # creates an empty gradebook, or checks an existing one
@@ -289,7 +289,7 @@ def _assemble(ex: Exercise, spec: ExerciseSpec | None, sols: list[Solution], cod
 def _notes(ex: Exercise, spec: ExerciseSpec | None, sols: list[Solution], cache: Path | None) -> list[str]:
     notes = []
     if spec is None:
-        notes.append(f"exercise {ex.number} ({ex.slug}) has no fingerprint spec in grader/compare/specs.py: "
+        notes.append(f"exercise {ex.number} ({ex.slug}) has no fingerprint spec (no grader/exercises/<pkg>/compare.py): "
                      f"approaches are grouped by normalised source only (nothing was measured in a sandbox)")
     else:
         notes.append(f"approach measured from: {spec.note}")

@@ -9,7 +9,7 @@ A SOURCE is either
   imported from elsewhere has no code here: it keeps its outcome, and the report says its
   approach could not be measured;
 * a **submission** as ``grade batch`` takes it (a folder, a git repository path or URL,
-  ``NAME=SOURCE``; ``grader.batch.locate``/``fetch``): its outcome is looked up later
+  ``NAME=SOURCE``; ``grader.course.batch.locate``/``fetch``): its outcome is looked up later
   (gradebook, compare's cache) or graded.
 
 Submissions are identified as the gradebook identifies them (``submission_key``) and
@@ -70,7 +70,7 @@ def is_gradebook_file(arg: str) -> bool:
 
 def open_gradebook(path: Path):
     """A gradebook opened read-only in spirit (``create=False``); CompareUsageError when it is not one."""
-    from grader.gradebook import Gradebook, GradebookError
+    from grader.course.gradebook import Gradebook, GradebookError
 
     try:
         return Gradebook(path, create=False)
@@ -110,8 +110,8 @@ def _at_commit(root: Path, commit: str, ex: Exercise, workdir: Path) -> Path:
 
 
 def clone_dir(gradebook: Path, label: str, key: str) -> Path:
-    """Where ``grade batch`` cloned a git submission (see ``grader.batch.fetch``)."""
-    from grader import batch
+    """Where ``grade batch`` cloned a git submission (see ``grader.course.batch.fetch``)."""
+    from grader.course import batch
 
     safe = re.sub(r"[^\w.-]+", "_", label)[:40] or "repo"
     return batch.repo_cache(gradebook) / f"{safe}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
@@ -119,7 +119,7 @@ def clone_dir(gradebook: Path, label: str, key: str) -> Path:
 
 def _code_root(row: dict[str, Any], gradebook: Path, ex: Exercise, workdir: Path) -> tuple[Path | None, str]:
     """Where a graded submission's files are, and a note for the report."""
-    from grader.gradebook import split_submission
+    from grader.course.gradebook import split_submission
 
     what, commit = row["source"], row["commit"]
     if not commit:
@@ -150,7 +150,7 @@ def _unique_labels(solutions: list[Solution]) -> None:
 
 def from_gradebook(path: Path, ex: Exercise, workdir: Path) -> list[Solution]:
     """Every submission's latest grading of ``ex`` in the gradebook at ``path``."""
-    from grader import batch
+    from grader.course import batch
 
     with open_gradebook(path) as book:
         rows = [r for r in book.gradings(private=True) if r["exercise"] == ex.number]
@@ -169,7 +169,7 @@ def from_gradebook(path: Path, ex: Exercise, workdir: Path) -> list[Solution]:
 
 def from_submissions(args: list[str], ex: Exercise, cache: Path) -> tuple[list[Solution], list[str]]:
     """Folders and git repositories, fetched as ``grade batch`` fetches them."""
-    from grader import batch
+    from grader.course import batch
 
     out, problems = [], []
     for arg in args:
@@ -198,7 +198,7 @@ def collect(args: list[str], ex: Exercise, *, gradebook: Path | None, workdir: P
         for sol in from_gradebook(book, ex, workdir):
             solutions.setdefault(sol.key, sol)
     cache_book = gradebook or (books[0] if books else None)
-    from grader import batch
+    from grader.course import batch
 
     cache = batch.repo_cache(cache_book) if cache_book else workdir / "repos"
     found, problems = from_submissions(folders, ex, cache)

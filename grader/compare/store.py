@@ -12,7 +12,7 @@ module's own connection; the gradebook's schema is untouched):
                           digest of the exercise's checks instead of the spec's.
 
 So re-running compare after more forks arrive measures (and grades) only the new ones.
-The file must be a gradebook already (``grader.gradebook.Gradebook`` creates one).
+The file must be a gradebook already (``grader.course.gradebook.Gradebook`` creates one).
 """
 
 from __future__ import annotations

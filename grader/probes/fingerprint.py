@@ -1,8 +1,8 @@
 """Probes for `grade compare`: how a learner's function is built, measured on fixed inputs.
 
-``fingerprint:measure(ctx, spec)`` takes one measurement of ``grader/compare/specs.py``
-(plain data: a ``kind``, the learner function's name, fixed inputs) and returns plain
-facts, never a verdict.  Kinds:
+``fingerprint:measure(ctx, spec)`` takes one measurement of an exercise's spec
+(``grader/exercises/<pkg>/compare.py``; plain data: a ``kind``, the learner function's name,
+fixed inputs) and returns plain facts, never a verdict.  Kinds:
 
 ``jax``        trace ``target`` on the first call's inputs (``static`` keyword arguments
                bound first; ``transform = "grad"`` measures ``jax.grad`` of the sum of its

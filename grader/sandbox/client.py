@@ -704,8 +704,9 @@ _spare: Zygote | None = None
 
 
 def probes_of_exercise(number: int) -> str:
-    """The probe modules exercise ``number``'s workers import: ``grader/probes/exNN_*`` (and
-    the shared ones, which every worker imports; ``grader.sandbox.context.preload_probes``)."""
+    """The probe modules exercise ``number``'s workers import: ``grader/exercises/exNN_*/probes.py``
+    (and the shared ``grader/probes/``, which every worker imports;
+    ``grader.sandbox.context.preload_probes``)."""
     return f"ex{number:02d}_"
 
 

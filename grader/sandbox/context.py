@@ -1,9 +1,11 @@
 """What a probe sees inside the sandbox: the learner's module and a few helpers.
 
 A *probe* is a measuring function that runs next to the learner's code, e.g. "call
-``train_step`` on these 12 batches and record every compilation".  Probes live in
-``grader/probes/<module>.py`` and are named ``"<module>:<function>"``; they receive a
-``Context`` first and return plain data.  They measure; they never decide a verdict.
+``train_step`` on these 12 batches and record every compilation".  An exercise's probes
+live in ``grader/exercises/exNN_<topic>/probes.py`` and are named ``"exNN_<topic>:<function>"``;
+shared ones live in ``grader/probes/<module>.py`` and are named ``"<module>:<function>"``.
+They receive a ``Context`` first and return plain data.  They measure; they never decide a
+verdict.
 """
 
 from __future__ import annotations
@@ -19,27 +21,35 @@ import numpy as np
 _PROBE_NAME = re.compile(r"^[a-z_][a-z0-9_]*:[a-z_][a-z0-9_]*$")
 
 
-_PROBES: dict[str, object] = {}
-_EXERCISE_PROBE = re.compile(r"^ex\d\d_")  # grader/probes/exNN_*.py: one exercise's probes
+_PROBES: dict[str, object] = {}  # probe-name prefix ("ex07_training", "generic") -> its module
 
 
 def preload_probes(wanted: str = "all") -> None:
     """Import probe modules now, before the learner's module can rebind JAX names.
 
-    ``wanted`` (the ``GRADER_PROBES`` variable): ``"all"``, or comma-separated probe-module
-    prefixes (``"ex07_"``): the modules starting with one of them, and every shared module
-    (a name not of the form ``exNN_...``).  A worker that grades one exercise imports what
+    ``wanted`` (the ``GRADER_PROBES`` variable): ``"all"``, or comma-separated exercise
+    prefixes (``"ex07_"``): the probes of the exercise packages starting with one of them
+    (``grader/exercises/ex07_training/probes.py``, named ``"ex07_training:..."``), and every
+    shared module (``grader/probes/*.py``).  A worker that grades one exercise imports what
     that exercise's checks use (exercise 7's optax only where it is needed); a zygote that
-    serves many imports them all once.  Already imported modules cost nothing."""
+    serves many imports them all once.  Already imported modules cost nothing.  An exercise
+    package without a ``probes.py`` is skipped; nothing else of it is imported."""
+    import importlib.util
     import pkgutil
 
+    import grader.exercises
     import grader.probes
 
-    prefixes = None if wanted == "all" else tuple(p for p in wanted.split(",") if p)
     for info in pkgutil.iter_modules(grader.probes.__path__):
-        shared = not _EXERCISE_PROBE.match(info.name)
-        if info.name not in _PROBES and (prefixes is None or shared or info.name.startswith(prefixes)):
+        if info.name not in _PROBES:
             _PROBES[info.name] = importlib.import_module(f"grader.probes.{info.name}")
+    prefixes = None if wanted == "all" else tuple(p for p in wanted.split(",") if p)
+    for info in pkgutil.iter_modules(grader.exercises.__path__):
+        if not info.ispkg or info.name in _PROBES or (prefixes is not None and not info.name.startswith(prefixes)):
+            continue
+        module = f"grader.exercises.{info.name}.probes"
+        if importlib.util.find_spec(module) is not None:
+            _PROBES[info.name] = importlib.import_module(module)
 
 
 def seal_grader() -> None:

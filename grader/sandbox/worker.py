@@ -18,8 +18,9 @@ Two threads
   is loaded, looks no name up at run time (everything it calls is bound in advance), so
   neither a rebound builtin nor a monkeypatched class can make it run the learner's code.
 * The **learner thread** imports the learner's module and answers requests: ``call``
-  (run a learner function) and ``probe`` (run a measuring function from
-  ``grader/probes/`` beside the learner's code).  Its answers pass through
+  (run a learner function) and ``probe`` (run a measuring function from the exercise's
+  ``grader/exercises/exNN_*/probes.py`` or the shared ``grader/probes/`` beside the
+  learner's code).  Its answers pass through
   ``plaindata.to_plain``; the verdict is never decided here.
 
 A line the learner's code writes to the answer pipe itself fails the HMAC, and the

@@ -23,8 +23,8 @@ import copy
 import numpy as np
 import pytest
 
-from grader.checks.ex01_recompile import as_count, expected_score, mode_of
 from grader.coverage import Coverage, check_rng, ensure
+from grader.exercises.ex01_recompile.judges import as_count, expected_score, mode_of
 from grader.feedback import CheckFailed
 from grader.testing import compiles_of, expect_compiles
 

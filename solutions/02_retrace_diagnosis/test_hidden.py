@@ -9,15 +9,15 @@ holds at every seed; `padding_and_mask` also pads batches with a second bucket l
 from its own generator (its own COVERAGE entry).  A failed check tells the learner what is
 true of the failure (``diagnosis``/``advice``), never a drawn length, shape or value.  The probe ``ex02_retrace:train_loop`` pads and steps through the
 batches in the learner's process, recording compiles; the references
-(``grader/checks/ex02_retrace.py``) are plain NumPy (float64, hand-written gradient) on
+(``grader/exercises/ex02_retrace/judges.py``) are plain NumPy (float64, hand-written gradient) on
 the UNPADDED batches.
 """
 
 import numpy as np
 import pytest
 
-from grader.checks.ex02_retrace import bucket_of, expect_bucketed_compiles, reference_step, training_outcome, unwrap
 from grader.coverage import Coverage, check_rng, ensure
+from grader.exercises.ex02_retrace.judges import bucket_of, expect_bucketed_compiles, reference_step, training_outcome, unwrap
 from grader.feedback import CheckFailed, describe
 
 BUCKETS = (8, 16, 32, 64)

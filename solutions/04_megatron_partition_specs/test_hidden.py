@@ -14,7 +14,7 @@ layout -- in words that name no size or value.
 import numpy as np
 import pytest
 
-from grader.checks.ex04_megatron import (describe_axes, expect_on_given_mesh, expect_placed, has_layout,
+from grader.exercises.ex04_megatron.judges import (describe_axes, expect_on_given_mesh, expect_placed, has_layout,
                                          mlp_reference, recognise, where)
 from grader.coverage import Coverage, check_rng, ensure
 from grader.feedback import CheckFailed, expect_array

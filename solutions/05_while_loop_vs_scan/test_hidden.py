@@ -1,7 +1,7 @@
 """Hidden checks for exercise 5: inputs, weights and step limits drawn at grading time.
 
 Truth comes from a trusted copy of the stub's `while_version` run in the clean worker
-(grader/probes/ex05_loops.py): its outputs, and its forward-mode derivatives (`jax.jacfwd`,
+(grader/exercises/ex05_loops/probes.py): its outputs, and its forward-mode derivatives (`jax.jacfwd`,
 which goes through `lax.while_loop`).  The learner's reverse-mode gradient is measured in
 the sandbox by the `ex05_loops:grad_of_weighted_output` probe.
 
@@ -26,8 +26,8 @@ drawn value.
 
 import numpy as np
 
-from grader.checks.ex05_loops import unpack, weighted_grads
 from grader.coverage import Coverage, ensure
+from grader.exercises.ex05_loops.judges import unpack, weighted_grads
 from grader.feedback import CheckFailed
 from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
 

@@ -18,8 +18,8 @@ from jax import lax
 from jax.extend.core import ClosedJaxpr
 
 from grader import ir
-from grader.checks.ex06_jaxpr import expect_x64_off, first_holder, trace
 from grader.coverage import Coverage, ensure
+from grader.exercises.ex06_jaxpr.judges import expect_x64_off, first_holder, trace
 from grader.feedback import CheckFailed
 from grader.jaxcompat import jaxprs_in_params
 

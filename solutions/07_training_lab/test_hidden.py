@@ -3,7 +3,7 @@
 Truth is measured live: the grader's own optax chain runs in the clean worker
 (``ex07_training:reference_*``), and the compiled program a report must describe is read by
 the probe off the learner's own ``train_step.lower(...).compile()`` in the same process.
-The loss and metric references are float64 NumPy (``grader.checks.ex07_training``).
+The loss and metric references are float64 NumPy (``grader.exercises.ex07_training.reference``).
 
 Compiles are few: the step, the donation and the first report share one model shape (the
 step check's, drawn first from its generator), the training run and the second report
@@ -14,7 +14,7 @@ check before it, so its compile count starts from an empty cache.
 import numpy as np
 import pytest
 
-from grader.checks.ex07_judging import (
+from grader.exercises.ex07_training.judges import (
     judge_compiles,
     judge_donation,
     judge_per_example,
@@ -23,7 +23,7 @@ from grader.checks.ex07_judging import (
     judge_training,
     judge_update,
 )
-from grader.checks.ex07_training import (
+from grader.exercises.ex07_training.reference import (
     CLIP_NORM,
     HYPER,
     draw_blobs,

@@ -1,9 +1,9 @@
 """Hidden checks for exercise 8: architectures, data, seeds and dropout rates drawn at grading time.
 
 Every model is built inside the sandbox by the learner's `make_model`; the probes in
-`grader/probes/ex08_equinox.py` hand back plain data.  The references (forward pass, loss,
+`grader/exercises/ex08_equinox/probes.py` hand back plain data.  The references (forward pass, loss,
 backprop gradient, Adam) are computed here in float64 NumPy from the weights the
-learner's own `weights(model)` returned (`grader/checks/ex08_equinox.py`), so they hold
+learner's own `weights(model)` returned (`grader/exercises/ex08_equinox/judges.py`), so they hold
 whatever the learner's initialisation drew.
 
 Architectures: two per grading (one per activation, one and two hidden layers between
@@ -18,8 +18,8 @@ batches of COMPILE_BATCH rows, so no other check can have compiled its program f
 import numpy as np
 import pytest
 
-from grader.checks import ex08_equinox as ref
 from grader.coverage import Coverage, check_rng, ensure
+from grader.exercises.ex08_equinox import judges as ref
 from grader.feedback import CheckFailed, expect_array
 from grader.testing import compiles_of, explain
 

@@ -5,7 +5,7 @@ against what the installed JAX produces (all truth measured in the clean worker)
 import numpy as np
 import pytest
 
-from grader.checks.ex09_lowering import GELU_SOURCE, QUESTIONS, judge_answer, judge_export_numbers, \
+from grader.exercises.ex09_lowering.judges import GELU_SOURCE, QUESTIONS, judge_answer, judge_export_numbers, \
     judge_export_shapes, judge_stats, learner_answers, run_learner_export
 from grader.coverage import Coverage, ensure
 

@@ -5,7 +5,7 @@ now.  The truth is read from each module's structure in the clean worker."""
 
 import numpy as np
 
-from grader.checks.ex10_fusion import CASES, REWRITE_ADVICE, REWRITE_DISAGREES, compile_module, judge_fusions, \
+from grader.exercises.ex10_fusion.judges import CASES, REWRITE_ADVICE, REWRITE_DISAGREES, compile_module, judge_fusions, \
     judge_rewrite, judge_unfused, learner_rewrites, rewrite_applied
 from grader.coverage import Coverage, CoverageError, ensure
 from grader.feedback import CheckFailed

@@ -1,11 +1,11 @@
 """Hidden checks for exercise 11: shapes, dtypes and functions drawn at grading time.
 
-The truth is measured live in the clean worker (`grader/probes/ex11_cost.py`): the same
+The truth is measured live in the clean worker (`grader/exercises/ex11_cost/probes.py`): the same
 programs compiled with the installed JAX, their `cost_analysis()` and `memory_analysis()`
 read there.  The learner's predictions run through `generic:count_compiles`, so a
 prediction that asks XLA instead of using a formula is seen.  The timing checks compare
 the learner's `benchmark` with the probe's own timing of an equivalent fresh function in
-the same process, before and after (bounds and their reasons: `grader/checks/ex11_cost.py`).
+the same process, before and after (bounds and their reasons: `grader/exercises/ex11_cost/judges.py`).
 """
 
 import zlib
@@ -13,8 +13,8 @@ import zlib
 import numpy as np
 import pytest
 
-from grader.checks import ex11_cost as ref
 from grader.coverage import Coverage, ensure
+from grader.exercises.ex11_cost import judges as ref
 from grader.feedback import CheckFailed
 from grader.testing import count_compiles, explain
 

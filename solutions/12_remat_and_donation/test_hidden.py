@@ -15,7 +15,7 @@ batch size no other check uses.
 
 import numpy as np
 
-from grader.checks.ex12_remat import (
+from grader.exercises.ex12_remat.judges import (
     answer_candidates,
     budget_for,
     draw_budget_target,

@@ -1,0 +1,240 @@
+"""Exercise 7 (the training lab): verdicts shared by the public and the hidden checks.
+
+Each ``judge_*`` takes what a probe measured (plain data) and the grader's reference, and
+raises ``CheckFailed``.  ``hidden=True`` keeps drawn values and shapes out of ``diagnosis``
+and ``advice`` (the only parts of a hidden check's failure a learner reads); ``measured``
+and ``expected`` may name them (instructor-only for hidden checks, shown by public ones).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grader import donation
+from grader.exercises.ex07_training.reference import (
+    changed_constants,
+    entry_fusions,
+    expect_one_adam_state,
+    per_example,
+    tree_close,
+)
+from grader.feedback import CheckFailed, describe
+from grader.testing import expect_compiles
+
+STATE_TOL = {"rtol": 2e-5, "atol": 1e-6}
+
+
+def _changed_note(constants) -> str:
+    changed = changed_constants(constants)
+    return ("; your module changed " + ", ".join(changed)) if changed else ""
+
+
+def judge_update(got: dict, ref: dict, regime: str) -> None:
+    """make_optimizer's update (and its Adam moments) against optax's chain."""
+    expect_one_adam_state(got, "make_optimizer(...).init(params)")
+    where = "with the gradient's norm above the clip threshold" if regime == "clip_active" else \
+        "with the gradient's norm below the clip threshold"
+    for field, what in (("mu", "the first moment mu"), ("nu", "the second moment nu"), ("updates", "the updates")):
+        ok, detail = tree_close(got[field], ref[field], **STATE_TOL)
+        if not ok:
+            if field == "mu" and regime == "clip_active":
+                advice = ("the moments see the gradient after clipping: clip_by_global_norm comes FIRST in the "
+                          "chain, then adamw")
+            elif field == "updates":
+                advice = ("the moments match but the updates do not: check that the weight decay is "
+                          "adamw's own (optax.adamw(lr, weight_decay=weight_decay), decoupled from the moments, "
+                          "not optax.adam, and not adamw's default decay) and that the learning rate is lr")
+            else:
+                advice = ("chain optax.clip_by_global_norm(clip) and then optax.adamw with learning rate lr and "
+                          "weight_decay=weight_decay: the arguments you are given, no other transformation")
+            raise CheckFailed(
+                f"make_optimizer's update differs from optax's clip-then-AdamW chain {where}: {what}",
+                measured=detail, expected="the same values as optax.chain(optax.clip_by_global_norm(clip), "
+                                          "optax.adamw(lr, weight_decay=weight_decay)) (rtol 2e-5, atol 1e-6)",
+                hint=advice, diagnosis=f"{what} after one update differs from optax's chain {where}",
+                advice=advice)
+    if got["count"] != ref["count"]:
+        raise CheckFailed("make_optimizer's update advanced the Adam step count wrongly",
+                          measured=f"count {got['count']}", expected=f"count {ref['count']}",
+                          hint="one update adds one to the count", diagnosis="the Adam step count is wrong after one update",
+                          advice="let optax's adamw keep the count; do not build a new state inside update")
+
+
+def judge_step(got: dict, ref: dict, *, hidden: bool) -> None:
+    """One train_step (params, moments, count, loss) against the grader's optax step."""
+    note = _changed_note(got.get("constants"))
+    expect_one_adam_state(got, "the optimizer state")
+    if got.get("returned") != "tuple of 3":
+        raise CheckFailed(
+            "train_step should return (new_params, new_opt_state, loss)",
+            measured=f"it returned a {got.get('returned')}", expected="a tuple of three values",
+            hint="return optax.apply_updates(params, updates), new_opt_state, loss",
+            diagnosis="train_step does not return a tuple of (new_params, new_opt_state, loss)",
+            advice="return optax.apply_updates(params, updates), new_opt_state, loss")
+    loss = got["loss"]
+    if not isinstance(loss, np.ndarray) or loss.shape != () or not np.isclose(loss, ref["loss"], rtol=1e-5, atol=1e-6):
+        raise CheckFailed(
+            "the loss train_step returns differs from the mean cross-entropy of the batch, before the update",
+            measured=f"loss {describe(loss)} {loss if isinstance(loss, np.ndarray) and loss.size == 1 else ''}",
+            expected=f"{float(ref['loss']):.6g} (the loss at the parameters passed in)",
+            hint="return the loss that jax.value_and_grad(loss_fn) gives for the params you were passed" + note,
+            diagnosis="the returned loss is not the mean cross-entropy of the batch at the parameters passed in"
+                      + note,
+            advice="return the value from jax.value_and_grad(loss_fn)(params, x, y), computed before the update")
+    for field, what in (("mu", "the first moment mu"), ("nu", "the second moment nu"), ("params", "the new parameters")):
+        ok, detail = tree_close(got[field], ref[field], **STATE_TOL)
+        if not ok:
+            if field == "params":
+                advice = ("the moments are right but the new parameters are not: apply the updates with "
+                          "optax.apply_updates(params, updates) (optax's updates already point downhill: add them), "
+                          "and build the optimizer with make_optimizer(LEARNING_RATE, CLIP_NORM, WEIGHT_DECAY)")
+            else:
+                advice = ("the moments see the clipped gradient of your loss_fn: take jax.grad of loss_fn, and "
+                          "update with make_optimizer(LEARNING_RATE, CLIP_NORM, WEIGHT_DECAY), whose chain clips "
+                          "first, then runs adamw")
+            raise CheckFailed(
+                f"one train_step differs from the grader's optax step: {what}",
+                measured=detail, expected="the values of optax.chain(clip_by_global_norm, adamw) applied to the "
+                                          "gradient of the mean cross-entropy (rtol 2e-5, atol 1e-6)",
+                hint=advice + note, diagnosis=f"{what} after one step differ from an optax clip-then-AdamW step{note}",
+                advice=advice)
+    if got["count"] != ref["count"]:
+        raise CheckFailed("train_step did not advance the Adam step count by one",
+                          measured=f"count {got['count']}", expected=f"count {ref['count']}",
+                          hint="return the optimizer state that update gives back",
+                          diagnosis="the Adam step count is wrong after one step",
+                          advice="return the new optimizer state that optimizer.update returns")
+
+
+def judge_training(losses: list, n_steps: int, factor: float) -> None:
+    if len(losses) != n_steps or not all(np.isfinite(losses)):
+        raise CheckFailed(
+            "the training run produced non-finite losses",
+            measured=f"losses {losses[:5]}...", expected="finite losses",
+            hint="train_step must return the batch loss as a scalar",
+            diagnosis="a loss during the training run was NaN or infinite",
+            advice="check the signs of your update and the loss")
+    if not losses[-1] <= factor * losses[0]:
+        raise CheckFailed(
+            f"the loss did not fall below {factor:g} times its first value over {n_steps} steps on separable data",
+            measured=f"first loss {losses[0]:.4g}, last {losses[-1]:.4g}",
+            expected=f"last loss at most {factor * losses[0]:.4g}",
+            hint="apply the updates with optax.apply_updates(params, updates): optax's updates already include "
+                 "the minus sign",
+            diagnosis=f"over the training run the loss did not fall below {factor:g} times its first value",
+            advice="apply the updates with optax.apply_updates (optax's updates already point downhill) and pass "
+                   "train_step's outputs to the next call")
+
+
+def judge_compiles(compiles, n_steps: int) -> None:
+    expect_compiles(
+        compiles, at_least=1, at_most=1, what="train_step",
+        hint="jit train_step once, at module level, and pass each step's outputs to the next call",
+        advice="decorate train_step itself with jax.jit once, at module level (not a new jax.jit inside a call), "
+               "and keep every argument's shape and dtype the same from step to step")
+
+
+def judge_donation(out: dict) -> None:
+    donation.judge_donation(out, state="opt_state", state_key="state_deleted")
+
+
+def judge_per_example(out, params, x, y, *, what="per_example(params, x, y)", reveal=False) -> None:
+    ref_losses, ref_correct, margin = per_example(params, x, y)
+    batch = len(y)
+    if type(out) not in (tuple, list) or len(out) != 2:
+        raise CheckFailed(f"{what} should return (losses, correct)", measured=describe(out),
+                          expected="a tuple of two arrays", hint="return the two outputs of the vmapped function",
+                          diagnosis="per_example does not return a pair (losses, correct)",
+                          advice="return (losses, correct), each with one entry per example")
+    losses, correct = out
+    for name, arr in (("losses", losses), ("correct", correct)):
+        if not isinstance(arr, np.ndarray) or arr.shape != (batch,):
+            raise CheckFailed(f"{what}: {name} has the wrong shape or type", measured=describe(arr),
+                              expected=f"an array of shape ({batch},)",
+                              hint="one entry per example: vmap over the batch axis of x and y",
+                              diagnosis=f"`{name}` does not hold one entry per example",
+                              advice="vmap a one-example function over the batch axis of x and y (in_axes=(None, 0, 0))")
+    if not np.allclose(losses, ref_losses, rtol=1e-4, atol=1e-5):
+        i = int(np.argmax(np.abs(losses - ref_losses)))
+        raise CheckFailed(
+            f"{what}: the per-example losses differ from each example's cross-entropy",
+            measured=f"largest difference {float(np.max(np.abs(losses - ref_losses))):.3g}"
+                     + (f" at example {i}: got {losses[i]:.6g}" if reveal else ""),
+            expected="-log_softmax(logits)[label] for each example" + (f"; there {ref_losses[i]:.6g}" if reveal else ""),
+            hint="the loss of one example is -log_softmax(logits)[y], not averaged over the batch",
+            diagnosis="the per-example losses are not each example's own cross-entropy",
+            advice="for one example: -jax.nn.log_softmax(forward(params, x))[y]; vmap that, with no mean")
+    sure = margin > 1e-3
+    if correct.dtype.kind not in "biu" or not np.array_equal(correct.astype(bool)[sure], ref_correct[sure]):
+        raise CheckFailed(
+            f"{what}: `correct` differs from argmax(logits) == label",
+            measured=f"dtype {correct.dtype}; {int(np.sum(correct.astype(bool)[sure] != ref_correct[sure]))} "
+                     f"example(s) disagree",
+            expected="a bool (or 0/1) array: whether the largest logit is the label's",
+            hint="jnp.argmax(logits) == y for one example",
+            diagnosis="`correct` is not argmax(logits) == label for every example",
+            advice="for one example return jnp.argmax(logits) == y (a bool), and vmap it")
+
+
+def judge_report(out: dict, *, reveal: bool) -> None:
+    truth, rep = out["truth"], out["report"]
+    if out.get("runs_as_lowered") is False:
+        raise CheckFailed(
+            "train_step.lower gives a program other than the one train_step runs",
+            measured="the compiled program from train_step.lower and a call of train_step gave different outputs "
+                     "on the same inputs",
+            expected="the program a call runs", hint="leave the jitted function's attributes as jax.jit made them",
+            diagnosis="train_step's lowering is not the program its calls run",
+            advice="decorate train_step with jax.jit(..., donate_argnums=(0, 1)) and report on that function")
+    if truth is None:
+        raise CheckFailed(
+            "train_step is not the function jax.jit returns, so it has no compiled program to report on",
+            measured="train_step is not a jitted function", expected="a jitted train_step",
+            hint="decorate train_step itself with jax.jit (not a Python function that calls one)",
+            diagnosis="train_step is not the function jax.jit returns",
+            advice="decorate train_step with jax.jit(..., donate_argnums=(0, 1))")
+    if rep["type"] != "dict" or set(rep["values"]) != {"flops", "bytes_accessed", "fusions"}:
+        raise CheckFailed(
+            "report should return a dict with the keys flops, bytes_accessed and fusions",
+            measured=f"a {rep['type']}" + (f" with keys {rep.get('keys')}" if rep["type"] == "dict" else ""),
+            expected="{'flops': float, 'bytes_accessed': float, 'fusions': int}",
+            hint="return {'flops': ..., 'bytes_accessed': ..., 'fusions': ...}",
+            diagnosis="report does not return a dict with exactly the keys flops, bytes_accessed and fusions",
+            advice="return {'flops': ..., 'bytes_accessed': ..., 'fusions': ...}")
+    want = {"flops": truth["flops"], "bytes_accessed": truth["bytes_accessed"], "fusions": entry_fusions(truth["hlo"])}
+    wrong = []
+    for key, value in want.items():
+        got = rep["values"][key]
+        if isinstance(got, dict) or isinstance(got, bool) or not np.isclose(float(got), value, rtol=1e-9, atol=0):
+            wrong.append((key, got, value))
+    if wrong:
+        keys = [k for k, _, _ in wrong]
+        if "fusions" in keys and rep["values"]["fusions"] == 0:
+            advice = ("you read the program before XLA optimized it: lower(...).as_text() is StableHLO, which holds "
+                      "no fusions, and lower(...).cost_analysis() is a pre-optimization estimate; call .compile() "
+                      "on the lowered step and read the Compiled object")
+        elif keys == ["fusions"]:
+            advice = ("count the instructions of the ENTRY computation of compiled.as_text() whose opcode is "
+                      "fusion: the optimized text starts with tables, and the unoptimized lower().as_text() has "
+                      "no fusions at all")
+        elif "fusions" in keys and len(keys) == 3:
+            advice = ("report on train_step.lower(params, opt_state, x, y).compile() for the arguments you are "
+                      "given: not another function, and not a result kept from an earlier call")
+        else:
+            advice = ("read compiled.cost_analysis() -- a dict on this JAX, so ['flops'] and ['bytes accessed'], "
+                      "not [0] -- of train_step.lower(params, opt_state, x, y).compile(), the compiled (not the "
+                      "lowered) program")
+        raise CheckFailed(
+            "report's values differ from what the grader reads off your compiled train_step",
+            measured="; ".join(f"{k}: got {g!r}" for k, g, _ in wrong),
+            expected="; ".join(f"{k}: {v!r}" for k, _, v in wrong) if reveal else "the values of your own compiled step",
+            hint=advice, diagnosis=f"report's {', '.join(keys)} differ from your compiled train_step's", advice=advice)
+    if out["consumed"]:
+        raise CheckFailed(
+            "report deleted the arrays it was given: it ran the donating train_step on them",
+            measured="after report, some of params/opt_state/x/y are deleted",
+            expected="report reads the compiled program without running it",
+            hint="lower(...).compile() needs only shapes; do not call train_step in report",
+            diagnosis="after report returned, arrays passed to it were deleted: report ran the donating step",
+            advice="analyse train_step.lower(params, opt_state, x, y).compile() without calling train_step: a "
+                   "call consumes the donated buffers the caller still holds")

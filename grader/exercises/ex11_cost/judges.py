@@ -1,0 +1,152 @@
+"""Exercise 11 (cost, memory and honest timing): reading the learner's answers, and the
+timing verdicts, shared by the public and the hidden checks.  No JAX here: the truth is
+measured in the clean worker and the timings in the sandbox (``grader/exercises/ex11_cost/probes.py``).
+
+Timing verdicts compare the learner's ``benchmark`` with the probe's own timing of an
+equivalent fresh function, measured right before and right after it in the same process,
+for a light and a heavy workload (``tests/test_ex11_timing.py`` exercises every rule).
+The bounds are wide on purpose -- several gradings may share two cores -- and each one
+sits far from both what a correct benchmark measures and what the mistake it catches
+measures:
+
+* compile: within [fastest probe compile / COMPILE_FACTOR, slowest * COMPILE_FACTOR +
+  COMPILE_SLACK_S].  ``jax.jit(fn)`` alone compiles nothing (microseconds) and a second,
+  cached call is a run (under a millisecond), while the compile takes tens of milliseconds;
+* run, heavy workload: at least the probe's fastest run / RUN_FACTOR.  Timing a call
+  without waiting for its result measures the dispatch (microseconds);
+* run, both workloads: under the probe's fastest compile / COMPILE_OVER_RUN.  A timed call
+  that compiles takes as long as a compile, tens of times a run;
+* scaling: the heavy run at least MIN_SCALING times the light one whenever the probe's
+  fastest heavy run was at least PROBE_SCALING times its fastest light run (it is about
+  15 times: numbers that do not follow the work -- e.g. constants -- are not measurements).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from grader.feedback import CheckFailed, describe
+
+COMPILE_FACTOR = 5.0
+COMPILE_SLACK_S = 1.0
+RUN_FACTOR = 10.0
+COMPILE_OVER_RUN = 6.0
+MIN_SCALING, PROBE_SCALING = 1.5, 4.0
+TIMING_SIZES = {"light": 96, "heavy": 384}  # n of the f32[n, n] workloads
+TIMING_REPEATS = 5
+REPORT_KEYS = ("flops", "bytes", "transcendentals", "intensity", "argument_bytes", "output_bytes", "alias_bytes")
+
+
+def as_number(value, what: str) -> float:
+    """A finite Python float from an int, a float or a 0-d numeric array, or a CheckFailed."""
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "iuf":
+        value = value.item()
+    if type(value) not in (int, float) or not math.isfinite(value):
+        raise CheckFailed(f"{what} should be a finite number", measured=describe(value), expected="a float",
+                          hint="return plain numbers (float(...)), not strings or arrays of several values",
+                          diagnosis=f"{what} is not a finite number", advice="return plain Python numbers")
+    return float(value)
+
+
+def jax_used(learner_compiles: int, meters: list[dict]) -> tuple[int, int]:
+    """(compilations, traces) while the learner's predictions ran: the recorder's count of
+    their own compilations, or the worker's counters for those requests if higher (a
+    lowered program's cost_analysis traces and compiles nothing of its own)."""
+    compiled = max(learner_compiles, sum(int(m.get("compiles", 0)) for m in meters))
+    return compiled, sum(int(m.get("traces", 0)) for m in meters)
+
+
+def read_dict(value, keys, what: str) -> dict:
+    """``{key: float}`` for every key of ``keys``, or a CheckFailed naming what is missing."""
+    if not isinstance(value, dict) or any(k not in value for k in keys):
+        missing = [k for k in keys if not isinstance(value, dict) or k not in value]
+        raise CheckFailed(f"{what} should return a dict with keys {list(keys)}", measured=describe(value),
+                          expected=f"also {missing}", hint="see the stub's docstring for the keys",
+                          diagnosis=f"{what} did not return a dict with every key the stub lists",
+                          advice="return a dict with exactly the keys of the stub's docstring")
+    return {k: as_number(value[k], f"{what}[{k!r}]") for k in keys}
+
+
+def mismatches(got: dict, want: dict, keys, rtol: float = 1e-6) -> list[str]:
+    """The keys whose values differ (relative tolerance ``rtol``), each as readable text."""
+    return [f"{k}: {got[k]:.6g} vs {want[k]:.6g}" for k in keys
+            if not math.isclose(got[k], want[k], rel_tol=rtol, abs_tol=1e-9)]
+
+
+# --- timing ------------------------------------------------------------------------------------
+def read_timing(value, what: str = "benchmark(fn, *args)") -> tuple[float, float]:
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise CheckFailed(f"{what} should return a pair (compile_seconds, run_seconds)", measured=describe(value),
+                          expected="a tuple of two floats", hint="return compile_s, run_s",
+                          diagnosis=f"{what} did not return a pair (compile_seconds, run_seconds)",
+                          advice="end with `return compile_s, run_s`")
+    compile_s, run_s = (as_number(v, what) for v in value)
+    if compile_s <= 0 or run_s <= 0:
+        raise CheckFailed(f"{what} returned a time that is not positive", measured=f"{compile_s}, {run_s}",
+                          expected="two positive numbers of seconds", hint="use time.perf_counter() differences",
+                          diagnosis=f"{what} returned a compile or run time that is zero or negative",
+                          advice="measure with time.perf_counter() before and after, in seconds")
+    return compile_s, run_s
+
+
+def _probe(entry) -> tuple[list[float], list[float]]:
+    compiles = [float(p["compile"]) for p in entry["probe"]]
+    runs = [float(p["run"]) for p in entry["probe"]]
+    return compiles, runs
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:.3g} ms"
+
+
+def unmeasured(timing: dict) -> list[tuple[str, str]]:
+    """('not_measured', text) for each workload ``benchmark`` returned times for without
+    lowering and compiling ``fn`` (JAX's own caches, read by the probe around the call):
+    numbers that may look right, but measured nothing."""
+    out = []
+    for label in ("light", "heavy"):
+        evidence = timing[label].get("evidence") or {}
+        if not evidence.get("lowered") or not int(evidence.get("compiles", 0)):
+            out.append(("not_measured", f"{label} workload: fn was {'' if evidence.get('lowered') else 'never lowered, '}"
+                                        f"{int(evidence.get('compiles', 0))} compilation(s) during benchmark(fn, ...)"))
+    return out
+
+
+def compile_problems(timing: dict) -> list[tuple[str, str]]:
+    """(code, text) for each workload whose compile time is out of bounds; codes: 'low',
+    'high', and 'not_measured' (``unmeasured``)."""
+    out = unmeasured(timing)
+    for label in ("light", "heavy"):
+        compile_s, _ = read_timing(timing[label]["learner"])
+        compiles, _ = _probe(timing[label])
+        low, high = min(compiles) / COMPILE_FACTOR, max(compiles) * COMPILE_FACTOR + COMPILE_SLACK_S
+        seen = (f"{label} workload: your compile {_ms(compile_s)}; the grader's own compiles "
+                f"{', '.join(map(_ms, compiles))}")
+        if compile_s < low:
+            out.append(("low", f"{seen} (at least {_ms(low)} expected)"))
+        elif compile_s > high:
+            out.append(("high", f"{seen} (at most {_ms(high)} expected)"))
+    return out
+
+
+def run_problems(timing: dict) -> list[tuple[str, str]]:
+    """(code, text) for each broken rule; codes: 'not_measured' (``unmeasured``), 'no_block',
+    'compile_in_run', 'no_scaling'."""
+    out, runs_of = unmeasured(timing), {}
+    for label in ("light", "heavy"):
+        _, run_s = read_timing(timing[label]["learner"])
+        compiles, runs = _probe(timing[label])
+        runs_of[label] = (run_s, runs)
+        seen = (f"{label} workload: your run {_ms(run_s)}; the grader's runs {', '.join(map(_ms, runs))}, "
+                f"its compiles {', '.join(map(_ms, compiles))}")
+        if label == "heavy" and run_s < min(runs) / RUN_FACTOR:
+            out.append(("no_block", f"{seen} (at least {_ms(min(runs) / RUN_FACTOR)} expected)"))
+        if run_s > min(compiles) / COMPILE_OVER_RUN:
+            out.append(("compile_in_run", f"{seen} (under {_ms(min(compiles) / COMPILE_OVER_RUN)} expected)"))
+    (light, light_runs), (heavy, heavy_runs) = runs_of["light"], runs_of["heavy"]
+    if min(heavy_runs) >= PROBE_SCALING * min(light_runs) and heavy < MIN_SCALING * light:
+        out.append(("no_scaling", f"your heavy run {_ms(heavy)} vs your light run {_ms(light)}; the grader's "
+                                  f"{', '.join(map(_ms, heavy_runs))} vs {', '.join(map(_ms, light_runs))}"))
+    return out

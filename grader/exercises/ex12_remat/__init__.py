@@ -1,0 +1,12 @@
+"""The grader's code for exercise 12 (``exercises/12_remat_and_donation``), one file per job.
+
+* ``probes.py``: measuring functions run in the sandbox beside the learner's code, named
+  ``"ex12_remat:<function>"`` in the checks; the worker of this exercise imports only these
+  (and the shared ``grader.probes``).
+* ``judges.py``: trusted-side verdicts and references shared by the public and the hidden
+  checks (``from grader.exercises.ex12_remat.judges import ...``).
+* ``compare.py``: ``SPEC``, what ``grade compare`` measures for this exercise, on which fixed
+  inputs (registered by ``grader.compare.specs``).
+
+This ``__init__`` imports nothing: the sandbox imports ``probes`` alone.
+"""

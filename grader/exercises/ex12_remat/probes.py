@@ -1,0 +1,196 @@
+"""Probes for exercise 12 (remat and donation): residual bytes, gradients and a donating step.
+
+*Residual bytes* of ``f`` at ``args`` is what reverse mode keeps from the forward pass for
+the backward pass: the sum of ``nbytes`` over ``jax.tree.leaves(jax.vjp(f, *args)[1])``,
+measured eagerly (``jax.vjp`` called outside any jit), as the statement defines it.
+
+In the sandbox, beside the learner's code (each returns plain data; verdicts are the tests'):
+
+``residual_bytes_of(ctx, params, x, y)``
+    the learner's ``residual_bytes`` on three functions of the grader's own (the plain
+    loss, the loss under one ``jax.checkpoint``, and each block under ``jax.checkpoint``
+    with the ``dots_saveable`` policy), beside the probe's own measurement of each.
+``remat_value_and_grad(ctx, params, x, y, segment)``
+    ``jax.value_and_grad`` of ``remat_loss(params, x, y, segment)`` in ``params`` (jitted:
+    one compile).
+``remat_bytes(ctx, params, x, y, segments)``
+    the residual bytes of ``remat_loss(..., k)`` for each ``k``.
+``choice(ctx, params, x, y, budget)``
+    the learner's ``choose_segment``, and the residual bytes of ``remat_loss`` at its answer
+    and at the answer minus one.
+``donation(ctx, params, momentum, x, y, lr, beta)``
+    ``memory_analysis().alias_size_in_bytes`` and the module header of
+    ``train_step.lower(...).compile()``, then one call, and which inputs it deleted.
+
+In the clean worker (no learner code; manifest ``clean_worker = true``): the grader's own
+model -- ``reference_bytes`` (segment checkpointing as the statement defines it) and
+``reference_value_and_grad``.
+
+JAX entry points are bound at import, before the learner's module loads.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import stages as _stages
+
+from grader import jaxcompat
+from grader.probes import steps as _steps
+from grader.sandbox.context import to_jax
+
+_jit = jax.jit
+_vjp = jax.vjp
+_value_and_grad = jax.value_and_grad
+_checkpoint = jax.checkpoint
+_dots_saveable = jax.checkpoint_policies.dots_saveable
+_leaves = jax.tree.leaves
+_block = jax.block_until_ready
+_device_put = jax.device_put
+_tanh = jnp.tanh
+_sum = jnp.sum
+_mean = jnp.mean
+_Array = jax.Array
+_deleted_flags = jaxcompat.deleted_flags()  # bound now, before any learner code
+_compile = _stages.Lowered.compile
+_as_text = _stages.Compiled.as_text
+_memory_analysis = _stages.Compiled.memory_analysis
+
+
+def measure(f, *args) -> int:
+    """Residual bytes of ``f`` at ``args`` (the statement's definition)."""
+    return int(sum(int(leaf.nbytes) for leaf in _leaves(_vjp(f, *args)[1])))
+
+
+def _plain_number(value):
+    if type(value) in (int, float):
+        return value
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    if isinstance(value, (np.ndarray, _Array)) and getattr(value, "shape", None) == ():
+        return np.asarray(value).item()
+    return {"type": f"{type(value).__module__}.{type(value).__qualname__}"}
+
+
+# --- the grader's own model ------------------------------------------------------------------------
+
+def _block_fn(p, h):
+    return _tanh(h @ p["w"] + p["b"])
+
+
+def _head(h, y):
+    return 0.5 * _mean(_sum((h - y) ** 2, axis=-1))
+
+
+def _plain_loss(params, x, y):
+    h = x
+    for p in params:
+        h = _block_fn(p, h)
+    return _head(h, y)
+
+
+def _run(ps, h):
+    for p in ps:
+        h = _block_fn(p, h)
+    return h
+
+
+def _segmented_loss(params, x, y, segment):
+    """The statement's segment checkpointing: consecutive groups of ``segment`` blocks (the
+    last may be shorter), each under ``jax.checkpoint`` with its default policy; the head
+    outside.  ``segment == 0``: no checkpoint at all."""
+    if segment == 0:
+        return _plain_loss(params, x, y)
+    h = x
+    for i in range(0, len(params), segment):
+        h = _checkpoint(_run)(params[i:i + segment], h)
+    return _head(h, y)
+
+
+def _dots_per_block(params, x, y):
+    h = x
+    for p in params:
+        h = _checkpoint(_block_fn, policy=_dots_saveable)(p, h)
+    return _head(h, y)
+
+
+# --- probes run beside the learner's code ----------------------------------------------------------
+
+def residual_bytes_of(ctx, params, x, y) -> list:
+    fn = ctx.function("residual_bytes")
+    params, x, y = to_jax([params, x, y])
+    out = []
+    for name, f in (("no remat", _plain_loss), ("one jax.checkpoint around the loss", _checkpoint(_plain_loss)),
+                    ("each block under jax.checkpoint with dots_saveable", _dots_per_block)):
+        truth = measure(f, params, x, y)
+        out.append({"function": name, "truth": truth, "got": _plain_number(fn(f, params, x, y))})
+    return out
+
+
+_GRADS: dict = {}
+
+
+def remat_value_and_grad(ctx, params, x, y, segment: int) -> dict:
+    fn = ctx.function("remat_loss")
+    key = (id(fn), int(segment))
+    if key not in _GRADS:
+        _GRADS[key] = (fn, _jit(_value_and_grad(lambda p, xx, yy: fn(p, xx, yy, int(segment)))))
+    loss, grads = _GRADS[key][1](*to_jax([params, x, y]))
+    return {"loss": np.asarray(loss), "grads": grads}
+
+
+def remat_bytes(ctx, params, x, y, segments: list) -> list:
+    fn = ctx.function("remat_loss")
+    params, x, y = to_jax([params, x, y])
+    return [measure(lambda p, xx, yy: fn(p, xx, yy, int(k)), params, x, y) for k in segments]
+
+
+def choice(ctx, params, x, y, budget: int) -> dict:
+    fn = ctx.function("remat_loss")
+    params, x, y = to_jax([params, x, y])
+    k = _plain_number(ctx.function("choose_segment")(params, x, y, int(budget)))
+    out = {"segment": k}
+    if type(k) is int and 1 <= k <= len(params):
+        out["bytes"] = measure(lambda p, xx, yy: fn(p, xx, yy, k), params, x, y)
+        if k > 1:
+            out["bytes_before"] = measure(lambda p, xx, yy: fn(p, xx, yy, k - 1), params, x, y)
+    return out
+
+
+def _deleted(tree) -> list[bool]:
+    return _deleted_flags(_leaves(tree))
+
+
+def donation(ctx, params, momentum, x, y, lr: float, beta: float) -> dict:
+    fn = ctx.function("train_step")
+    params, momentum, x, y = _block(to_jax([params, momentum, x, y]))
+    args = (params, momentum, x, y, float(lr), float(beta))
+    result = {"jitted": False, "donatable_bytes": int(sum(leaf.nbytes for leaf in _leaves((params, momentum))))}
+    lowered = _steps.lower(fn, args)  # jax.jit's own lower, only of what jax.jit returns
+    if lowered is not None:
+        compiled = _compile(lowered)
+        text = _as_text(compiled)
+        result.update(jitted=True, alias_bytes=int(_memory_analysis(compiled).alias_size_in_bytes),
+                      header=text[: text.find("\n")][:20000])
+    before = _steps.pointers((params, momentum))
+    out = _block(fn(*args))
+    result.update(params_deleted=_deleted(params), momentum_deleted=_deleted(momentum), batch_deleted=_deleted((x, y)),
+                  reused_bytes=_steps.reused_bytes(out, before))
+    return result
+
+
+# --- the grader's references, run in the clean worker --------------------------------------------------
+
+def reference_bytes(ctx, params, x, y, segments: list) -> list:
+    """Residual bytes of the grader's segmented loss for each segment size (0: no remat)."""
+    params, x, y = to_jax([params, x, y])
+    return [measure(lambda p, xx, yy: _segmented_loss(p, xx, yy, int(k)), params, x, y) for k in segments]
+
+
+_reference_vg = _jit(_value_and_grad(_plain_loss))
+
+
+def reference_value_and_grad(ctx, params, x, y) -> dict:
+    loss, grads = _reference_vg(*to_jax([params, x, y]))
+    return {"loss": np.asarray(loss), "grads": grads}
