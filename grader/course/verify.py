@@ -10,9 +10,17 @@ For each exercise it grades, with the hidden checks on:
                                      mistake: its file is appended to that base, so the
                                      definitions it holds replace the base's;
 * each generic cheat in ``fixtures/cheats/<trick>/`` applied to the stub -> 0 in total;
+* each known-wrong fixture again, with the public checks only -> at least one public check
+  fails: public checks must catch every kind of mistake on their fixed inputs, or a learner
+  hears "public checks pass" and moves on with a wrong file.  Only a fixture that over-fits
+  the public inputs (a hard-coded answer), or gets wrong something no public check can ask
+  without giving the answer away, may pass them all, and its ``fixture.toml`` says why
+  (``passes_public = "..."``);
 
 and checks statically that every exercise has a statement, at least two hints, at least
-three known-wrong fixtures, and that every fixture names real checks.  Gradings run in
+three known-wrong fixtures, that every fixture names real checks, and that the exercise's
+requirement map ties every requirement of its statement to a check and a fixture
+(``grader.course.requirements``).  Gradings run in
 parallel worker processes (each a normal ``runner.grade`` call); every case is graded from
 a snapshot built in memory (``grader.submission``), never from a file written for it.
 
@@ -37,6 +45,7 @@ import tomllib
 from pathlib import Path
 from typing import Callable
 
+from grader.course import requirements
 from grader.manifest import Exercise, Manifest
 from grader.submission import Snapshot, from_source, read_folder
 
@@ -47,8 +56,8 @@ MIN_HINTS = 2
 @dataclasses.dataclass(frozen=True)
 class Case:
     number: int
-    label: str  # "solution", "stub", "fixture:<name>", "cheat:<trick>"
-    expect: str  # "full", "zero", "not_implemented", "must_fail"
+    label: str  # "solution", "stub", "fixture:<name>", "public:<fixture name>", "cheat:<trick>"
+    expect: str  # "full", "zero", "not_implemented", "must_fail", "public_fails"
     snapshot: Snapshot
     must_fail: tuple[str, ...] = ()
     seed: int | None = None  # None: the seed the snapshot gives
@@ -135,6 +144,7 @@ def cases_for(ex: Exercise, course: Path, seeds: int = 1) -> tuple[list[Case], l
     wrong = 0
     check_names = {c.name for c in ex.checks}
     scoring = tuple(c.name for c in ex.checks if c.points > 0)  # what a cheat must not earn
+    public_checks = tuple(c.name for c in ex.checks if c.visibility == "public")
     for folder in sorted((course / "fixtures" / ex.dir).glob("*/")):
         if not (folder / "fixture.toml").is_file():
             continue
@@ -158,10 +168,14 @@ def cases_for(ex: Exercise, course: Path, seeds: int = 1) -> tuple[list[Case], l
             wrong += 1
             cases += [Case(ex.number, f"fixture:{folder.name}{_at(seed)}", "must_fail", snap, must_fail, seed,
                            only=must_fail) for seed in verify_seeds(seeds)]
+            if public_checks and not str(meta.get("passes_public", "")).strip():
+                # public inputs are fixed: one grading at the file's own seed says it all
+                cases.append(Case(ex.number, f"public:{folder.name}", "public_fails", snap, only=public_checks))
         elif kind == "cheat":
             cases.append(Case(ex.number, f"cheat:{folder.name}", "zero", snap, only=scoring))
         else:
             problems.append(f"fixture {folder}: kind must be 'wrong' or 'cheat'")
+    problems += requirements.check_exercise(ex, course)
     if wrong < MIN_WRONG_FIXTURES:
         problems.append(f"exercise {ex.number}: {wrong} known-wrong fixtures; at least {MIN_WRONG_FIXTURES} needed")
     stub_text = stub.read_bytes() if stub.is_file() else b""
@@ -224,6 +238,10 @@ def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
         missed = [m for m in case.must_fail if m not in caught]
         if missed:
             problem = f"not caught by {missed}"
+    elif case.expect == "public_fails":
+        if all(c.passed for c in ex.checks if c.visibility == "public"):
+            problem = ("passes every public check: a learner with this mistake is told the public checks pass; "
+                       "make a public check catch it, or say why none can (fixture.toml passes_public)")
     elif case.expect == "zero":
         if ex.score:
             problem = f"scores {ex.score}/{ex.max_score}: " + ", ".join(c.name for c in ex.checks if c.score)
