@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import jaxcompat
-from grader.sandbox import install, scratch
+from grader.sandbox import disk, install, scratch
 from grader.sandbox import user as sandbox_user
 from grader.submission import Snapshot, read_folder
 
@@ -88,6 +88,8 @@ SUBMISSION_FAILURES: dict[str, tuple[str, str]] = {
     "empty_file": ("{name} is empty", "write your code in it, or bring the stub back with `grade reset`"),
     "not_a_file": ("{name} is not a regular file", "the exercise's file must be a plain Python file"),
     "too_large": ("{name} is too large to grade", "keep your file under 4 MiB"),
+    "disk": ("your code wrote more to disk than a sandbox may write in all",
+             f"keep what your code writes under {disk.SANDBOX_DISK_MB} MiB: no exercise needs big files"),
     "syntax_error": ("your file has a syntax error",
                      "fix the syntax error first; `python -m py_compile FILE` shows it too"),
     "import_error": ("importing your file failed", "run your file directly with `python FILE` to see why"),
@@ -197,6 +199,8 @@ class Sandbox:
         zygote: "Zygote | None" = None,
         compile_cache: Path | None = None,
         probes: str = "all",
+        disk_mb: int = disk.SANDBOX_DISK_MB,
+        private_fs: bool = True,
     ):
         if isinstance(source, (str, Path)):
             path = Path(source)
@@ -211,6 +215,10 @@ class Sandbox:
         self.zygote = zygote  # forks the worker from a process that imported JAX already
         self.compile_cache = compile_cache  # a folder for JAX's persistent cache, or None (off)
         self.probes = probes  # which probe modules the worker imports (grader.sandbox.context.preload_probes)
+        self.disk_mb = disk_mb  # what the sandbox may write in all (grader.sandbox.disk)
+        self.private_fs = private_fs  # as root, a tmpfs of that size over its folder (else the watchdog alone)
+        self._disk_ticket: int | None = None
+        self._disk_over: tuple[int, int] | None = None
         self.proc: subprocess.Popen | None = None
         self._dead: SubmissionError | None = None
         self._ready = False
@@ -253,8 +261,15 @@ class Sandbox:
             self.proc, self._to, self._from_fd = self._spawn(env)
         self._drain = _OutputDrain(self.proc.stdout)
         self._drain.start()
+        self._disk_ticket = disk.Watchdog.shared().watch(self._box, self.disk_mb << 20, self._over_disk)
         self._send(b"HELLO " + self._key.hex().encode() + b"\n")
         return self
+
+    def _over_disk(self, used: int, entries: int) -> None:
+        """The watchdog found the sandbox's folder over its budget: stop it at once (the
+        next read of its answers reports why: ``_crash_error``)."""
+        self._disk_over = (used, entries)
+        self.kill()
 
     def _env(self, module_path: Path | None) -> dict[str, str]:
         env = base_env()
@@ -268,7 +283,10 @@ class Sandbox:
             "GRADER_MEMORY_MB": str(self.memory_mb),
             "GRADER_CPU_LIMIT_S": str(int(4 * self.timeout_s + 60)),
             "GRADER_PROBES": self.probes,
+            "GRADER_DISK_MB": str(self.disk_mb),
         })
+        if not self.private_fs:
+            env[disk.NO_TMPFS_ENV] = "1"
         if self.user is not None:
             env["GRADER_SANDBOX_UID"] = self.user.env_value
         # No persistent compile cache when learner code runs as a user of its own (as root):
@@ -304,6 +322,9 @@ class Sandbox:
     def close(self) -> None:
         """Stop the worker and clean up after it.  Every answer is already in; nothing in it
         is worth waiting for, so it is killed at once rather than left to tear JAX down."""
+        if self._disk_ticket is not None:
+            disk.Watchdog.shared().forget(self._disk_ticket)
+            self._disk_ticket = None
         if self.proc is None:
             if self._base is not None:
                 shutil.rmtree(self._base, ignore_errors=True)
@@ -444,6 +465,10 @@ class Sandbox:
         return ""
 
     def _crash_error(self) -> SubmissionError:
+        if self._disk_over is not None:
+            return SubmissionError("disk", disk.over_budget_message(self.disk_mb),
+                                   detail=f"{self._disk_over[0] >> 20} MiB in {self._disk_over[1]} files and folders "
+                                          f"when it was stopped")
         code = self.proc.returncode
         if code is not None and code < 0:
             sig = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
@@ -515,6 +540,8 @@ class Sandbox:
             message = f"your code ran out of memory (the limit is {self.memory_mb} MiB) at {where}"
         elif kind == "exception":
             message = f"your code raised {exc_type}: {message} ({where})"
+        elif kind == "disk":
+            message = f"{disk.over_budget_message(self.disk_mb)} ({where}: {exc_type}: {message})"
         detail = clean_text(str(err.get("traceback", "")))[:4000]
         message, detail = self.their_paths(message), self.their_paths(detail)
         return SubmissionError(kind, message, detail=detail, line=line, file=fname, exc_type=exc_type)

@@ -11,7 +11,10 @@ From then on the kernel itself answers ``EPERM`` to:
 * ``ptrace``, ``process_vm_readv``/``writev``: no reading or writing another process;
 * ``unshare``, ``setns``, ``mount``, ``bpf``, ``perf_event_open``, ``userfaultfd``,
   ``io_uring_setup`` (whose requests could open sockets behind the filter's back),
-  ``keyctl``, ``add_key``, ``request_key``.
+  ``keyctl``, ``add_key``, ``request_key``;
+* ``fallocate`` answers ``EOPNOTSUPP``: disk space is then taken only as fast as bytes are
+  written (the C library's ``posix_fallocate`` falls back to writing), which the disk
+  budget's watchdog can follow (``grader.sandbox.disk``).
 
 This is isolation by construction: it holds whether or not the grader runs as root, and
 even for code the audit hook (``grader.sandbox.guard``) never sees, such as
@@ -39,12 +42,12 @@ _ARCHES = {
         "fork": 57, "vfork": 58, "execve": 59, "execveat": 322, "socket": 41, "ptrace": 101,
         "process_vm_readv": 310, "process_vm_writev": 311, "unshare": 272, "setns": 308, "mount": 165,
         "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "io_uring_setup": 425, "keyctl": 250,
-        "add_key": 248, "request_key": 249, "clone": 56, "clone3": 435}),
+        "add_key": 248, "request_key": 249, "clone": 56, "clone3": 435, "fallocate": 285}),
     "aarch64": (0xC00000B7, 277, {
         "execve": 221, "execveat": 281, "socket": 198, "ptrace": 117, "process_vm_readv": 270,
         "process_vm_writev": 271, "unshare": 97, "setns": 268, "mount": 40, "bpf": 280,
         "perf_event_open": 241, "userfaultfd": 282, "io_uring_setup": 425, "keyctl": 219, "add_key": 217,
-        "request_key": 218, "clone": 220, "clone3": 435}),
+        "request_key": 218, "clone": 220, "clone3": 435, "fallocate": 47}),
 }
 
 
@@ -74,7 +77,7 @@ def program(machine: str | None = None) -> bytes | None:
                 _insn(_RET_K, _ERRNO | errno.EPERM),   # a process: refused
             ]
         else:
-            code = errno.ENOSYS if name == "clone3" else errno.EPERM
+            code = {"clone3": errno.ENOSYS, "fallocate": errno.EOPNOTSUPP}.get(name, errno.EPERM)
             insns += [_insn(_JEQ_K, nr, 0, 1), _insn(_RET_K, _ERRNO | code)]
     insns.append(_insn(_RET_K, _ALLOW))
     return b"".join(insns)

@@ -42,6 +42,7 @@ caps.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import importlib.util
 import os
@@ -94,7 +95,9 @@ def _nproc_limit() -> None:
 
 
 def _file_limits() -> None:
-    for which, value in ((resource.RLIMIT_FSIZE, 256 << 20), (resource.RLIMIT_NOFILE, 1024)):
+    # no one file may be larger than everything the sandbox may write (grader.sandbox.disk)
+    fsize = min(256, int(os.environ.get("GRADER_DISK_MB") or 256)) << 20
+    for which, value in ((resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_NOFILE, 1024)):
         try:
             resource.setrlimit(which, (value, value))
         except (ValueError, OSError):
@@ -146,7 +149,12 @@ def _learner_traceback(exc: BaseException, learner_files: tuple[str, ...]) -> tu
     return text[-4000:], line
 
 
+_DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
 def _error(kind: str, exc: BaseException | None, learner_files, **extra) -> dict:
+    if kind in ("exception", "import_error") and isinstance(exc, OSError) and exc.errno in _DISK_FULL:
+        kind = "disk"  # the sandbox's folder is full: its budget (grader.sandbox.disk), not a bug to debug
     err = {"kind": kind, **extra}
     if exc is not None:
         err["type"] = type(exc).__name__
@@ -296,7 +304,7 @@ def serve(chan: _Channel) -> None:
     import signal
 
     from grader.sandbox import context as _context
-    from grader.sandbox import guard, seccomp
+    from grader.sandbox import disk, guard, seccomp
     from grader.sandbox.meter import Meter
 
     hello = chan.readline()
@@ -305,6 +313,10 @@ def serve(chan: _Channel) -> None:
     key = bytes.fromhex(hello[6:].decode("ascii"))
     module_path = os.path.abspath(os.environ["GRADER_MODULE_PATH"]) if os.environ.get("GRADER_MODULE_PATH") else ""
     sandbox_dir = os.environ.get("GRADER_SANDBOX_DIR") or (os.path.dirname(module_path) if module_path else os.getcwd())
+    if os.environ.get("GRADER_SANDBOX_UID") and not os.environ.get(disk.NO_TMPFS_ENV):
+        # first, while this process has one thread: every thread made later shares the namespace
+        uid, gid = (int(x) for x in os.environ["GRADER_SANDBOX_UID"].split(":"))
+        disk.private_tmpfs(sandbox_dir, uid, gid, int(os.environ.get("GRADER_DISK_MB") or disk.SANDBOX_DISK_MB))
 
     _context.preload_probes(os.environ.get("GRADER_PROBES", "all"))  # forked: what the zygote left out
     meter = Meter()  # starts JAX's backend and plants its sentinels, before any learner code
