@@ -15,10 +15,16 @@ every later step, by construction:
   over ``MAX_FILE_BYTES`` (a learner file over it is a problem too).  A file linked
   elsewhere by a hard link (``st_nlink > 1``) is refused like a symbolic link.
 * **Two sources, one rule each.**  ``read_folder`` reads a folder as it is on disk (what
-  a learner grades while working).  ``read_commit`` reads a git commit's tree from the
-  object database (``git ls-tree``/``cat-file``), where links are entries of mode 120000
-  and never touch the disk; ``grade ci`` and ``grade batch`` grade a repository at its
-  HEAD commit this way (see ``grader.course.batch``).
+  a learner grades while working).  ``read_commit`` reads a git commit's trees and blobs
+  raw from a grader-owned copy of the repository's objects (``grader.gitsafe``: git never
+  runs in the learner's repository), where links are entries of mode 120000 and never
+  touch the disk; ``grade ci`` and ``grade batch`` grade a repository at its HEAD commit
+  this way (see ``grader.course.batch``).
+* **Names are judged before they are used** (``grader.safepath``).  A tree entry that
+  would leave its folder or that git itself refuses (absolute, ``..``, ``.git``, ``/``
+  inside, a duplicate) refuses the exercise (``bad_commit``); a file whose name has control
+  or invisible characters is left out, named escaped.  ``Snapshot`` re-checks every name
+  and ``write_to`` creates files only below its folder, never through a link.
 
 The exercise's folder in a submission is ``exercises/<dir>/`` (a fork of the learners'
 repository).  A submission without that layout (files uploaded to Gradescope) is searched
@@ -32,12 +38,12 @@ import dataclasses
 import hashlib
 import os
 import stat
-import subprocess
-from pathlib import Path, PurePosixPath
+from pathlib import Path
+
+from grader.safepath import problem_in_name, shown
 
 MAX_FILES, MAX_FILE_BYTES, MAX_TOTAL_BYTES = 200, 4 << 20, 32 << 20
 SKIP_DIRS = frozenset({".git", "__pycache__", ".venv", "venv", "node_modules", ".ipynb_checkpoints"})
-GIT_TIMEOUT_S = 120
 
 
 class SnapshotProblem(Exception):
@@ -63,6 +69,12 @@ class Snapshot:
     left_out: tuple[str, ...] = ()  # what was not read, and why
     problem: SnapshotProblem | None = None  # set when a learner file cannot be graded
     path: str = ""  # the learner file's path in the checkout, when it is not origin/module_file
+
+    def __post_init__(self):
+        from grader.safepath import check_relpath
+
+        for name in (self.module_file, *self.files):  # every source filters names; this is the backstop
+            check_relpath(name)
 
     def digest(self) -> str:
         """A hash of every file's name and contents (the gradebook's content hash)."""
@@ -93,15 +105,14 @@ class Snapshot:
 
     def write_to(self, dest: Path) -> Path:
         """Write the files into the (new, empty) folder ``dest``; returns the learner file's
-        path there.  Files are created exclusively and never through a link."""
-        dest = Path(dest)
+        path there.  Each name is checked again and each file created exclusively, every
+        folder on the way opened without following a link (``safepath.write_beneath``):
+        nothing can land outside ``dest``."""
+        from grader.safepath import safe_join, write_beneath
+
         for name, data in sorted(self.files.items()):
-            target = dest / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-        return dest / self.module_file
+            write_beneath(dest, name, data)
+        return safe_join(dest, self.module_file)
 
 
 # --- reading a folder --------------------------------------------------------------------
@@ -152,6 +163,9 @@ def _walk_dir(dir_fd: int, prefix: str, files: dict, left_out: list, budget: lis
     for entry in entries:
         rel = f"{prefix}{entry.name}"
         if rel in files:
+            continue
+        if problem_in_name(entry.name) is not None:  # control characters, not UTF-8: never shown or copied as is
+            left_out.append(f"{shown(rel)} (a name with control or invisible characters)")
             continue
         if entry.is_symlink():
             left_out.append(f"{rel} (a link)")
@@ -258,84 +272,122 @@ def read_submission(root: Path, exercise_dir: str, learner_files: tuple[str, ...
 
 # --- reading a git commit ----------------------------------------------------------------
 
-class GitError(RuntimeError):
-    pass
+#: Bounds on what one snapshot reads of a commit's trees (a hostile tree may be deep or wide).
+MAX_TREE_DEPTH, MAX_TREE_ENTRIES, MAX_TREE_BYTES = 16, 20_000, 8 << 20
 
 
-def git(repo: Path, *args: str, input: bytes | None = None) -> bytes:
-    """Run git on a repository the learner controls: its own hooks, fsmonitor and pagers
-    never run, and ownership checks do not stop root from reading a learner's checkout."""
-    cmd = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*",
-           "-c", "core.untrackedCache=false", "-C", str(repo), *args]
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1",
-           "HOME": "/nonexistent", "LC_ALL": "C"}
-    try:
-        proc = subprocess.run(cmd, input=input, capture_output=True, timeout=GIT_TIMEOUT_S, env=env)
-    except FileNotFoundError:
-        raise GitError("git is not installed") from None
-    except subprocess.TimeoutExpired:
-        raise GitError(f"git {args[0]} took over {GIT_TIMEOUT_S} s") from None
-    if proc.returncode != 0:
-        lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise GitError(f"git {args[0]} failed: {lines[-1] if lines else proc.returncode}")
-    return proc.stdout
+class _RefusedTree(Exception):
+    """A tree the grader read holds a name no honest commit has (``safepath``)."""
 
 
-def head_commit(repo: Path) -> str:
-    return git(repo, "rev-parse", "--verify", "HEAD^{commit}").decode().strip()
-
-
-def dirty_paths(repo: Path, limit: int = 20) -> list[str]:
-    """Uncommitted changes in a checkout (what committed-only grading leaves out)."""
-    try:
-        out = git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=normal")
-    except GitError:
-        return []
-    entries = [e for e in out.decode("utf-8", "replace").split("\0") if e]
-    return [e[3:] for e in entries[:limit]]
-
-
-def read_commit(repo: Path, commit: str, exercise_dir: str, learner_files: tuple[str, ...]) -> Snapshot:
+def read_commit(repo: "gitsafe.Store | Path", commit: str, exercise_dir: str,
+                learner_files: tuple[str, ...]) -> Snapshot:
     """An exercise's files as committed: ``exercises/<dir>/`` of ``commit``'s tree (or the
-    folder of the first learner file found in it), read from git's object database."""
-    listing = git(repo, "ls-tree", "-r", "-z", "--full-tree", commit)
-    entries = {}  # path -> (mode, sha)
-    for item in listing.split(b"\0"):
-        if not item:
-            continue
-        meta, _, path = item.partition(b"\t")
-        mode, _, sha = meta.decode().split(" ")
-        entries[path.decode("utf-8", "surrogateescape")] = (mode, sha)
-    folder = f"exercises/{exercise_dir}"
-    if not any(p.startswith(folder + "/") for p in entries):
-        named = sorted((p for p in entries if PurePosixPath(p).name == learner_files[0]),
-                       key=lambda p: (p.count("/"), p))
-        if named:
-            folder = str(PurePosixPath(named[0]).parent)
+    folder of the first learner file found in it), read from git's objects.
+
+    ``repo`` is a grader-owned ``gitsafe.Store``; a path (a learner's repository) is first
+    imported into a temporary one (``gitsafe.imported``): git never runs in it.  Every tree
+    on the way and in the folder is parsed here and every entry's name judged
+    (``grader.safepath``): a name that would leave the folder or that git itself refuses
+    (``..``, ``/``, ``.git``, a duplicate) refuses the exercise with a ``bad_commit``
+    problem before anything is written; an unprintable name is left out.  Trees are read to
+    ``MAX_TREE_DEPTH`` levels and ``MAX_TREE_ENTRIES`` entries at most."""
+    from grader import gitsafe
+
+    if not isinstance(repo, gitsafe.Store):
+        with gitsafe.imported(Path(repo)) as (store, _):
+            snap = read_commit(store, commit, exercise_dir, learner_files)
+        return snap
+    try:
+        return _read_commit(repo, commit, exercise_dir, learner_files)
+    except _RefusedTree as exc:
+        origin = f"{repo.shown_as}@{commit[:12]}"
+        return Snapshot(origin, learner_files[0], {}, path=str(Path(repo.shown_as) / learner_files[0]),
+                        problem=SnapshotProblem("bad_commit", str(exc), learner_files[0]))
+
+
+class _TreeReader:
+    def __init__(self, store, commit: str):
+        self.store, self.commit = store, commit
+        self.hash_len = 32 if len(commit) == 64 else 20
+        self.entries = self.bytes = 0
+
+    def read(self, sha: str, where: str) -> list[tuple[str, str, str]]:
+        """The entries of tree ``sha`` (at ``where``), every name judged."""
+        from grader import gitsafe
+        from grader.safepath import STRUCTURAL
+
+        data = self.store.tree(sha, MAX_TREE_BYTES - self.bytes)
+        if data is None:
+            raise _RefusedTree(f"the folder {shown(where) or '/'} of commit {self.commit[:12]} could not be read "
+                               f"(missing, or over {MAX_TREE_BYTES >> 20} MiB of folders)")
+        self.bytes += len(data)
+        try:
+            entries = gitsafe.parse_tree(data, self.hash_len)
+        except gitsafe.GitError:
+            raise _RefusedTree(f"the folder {shown(where) or '/'} of commit {self.commit[:12]} is malformed") from None
+        seen = set()
+        for mode, name, _ in entries:
+            problem = problem_in_name(name)
+            if problem is not None and problem[0] == STRUCTURAL:
+                raise _RefusedTree(
+                    f"commit {self.commit[:12]} holds an entry named {shown(name)!r} in {shown(where) or 'its top folder'}"
+                    f": {problem[1]}.  Git itself refuses such names (git fsck), so the grader reads nothing of this "
+                    f"exercise from that commit: make it with plain git commands")
+            if name in seen:
+                raise _RefusedTree(f"commit {self.commit[:12]} lists {shown(name)!r} twice in "
+                                   f"{shown(where) or 'its top folder'}; git itself refuses such trees (git fsck): "
+                                   f"make the commit with plain git commands")
+            seen.add(name)
+            if not (mode.startswith("100") or mode in ("40000", "120000", "160000")):
+                raise _RefusedTree(f"commit {self.commit[:12]} holds {shown(name)!r} with an unknown mode {mode!r}")
+        self.entries += len(entries)
+        return entries
+
+
+def _read_commit(store, commit: str, exercise_dir: str, learner_files: tuple[str, ...]) -> Snapshot:
+    got = store.read(commit, 1 << 20)
+    if got is None or got[0] != "commit" or not got[2].startswith(b"tree "):
+        raise _RefusedTree(f"{commit[:12]} is not a commit of the repository")
+    trees = _TreeReader(store, commit)
+    top = got[2][5:5 + 2 * trees.hash_len + 1].strip().decode("ascii", "replace")
+
+    def child_tree(entries, name):
+        return next((sha for mode, n, sha in entries if n == name and mode == "40000"), None)
+
+    folder, folder_sha = f"exercises/{exercise_dir}", None
+    root = trees.read(top, "")
+    sha = child_tree(root, "exercises")
+    if sha is not None:
+        folder_sha = child_tree(trees.read(sha, "exercises"), exercise_dir)
+    if folder_sha is None:  # no repository layout: the shallowest folder holding the learner's file
+        found = _search(trees, top, learner_files[0])
+        if found is not None:
+            folder, folder_sha = found
+        else:
+            folder, folder_sha = "", top
     prefix = "" if folder in ("", ".") else folder + "/"
-    origin = f"{repo}@{commit[:12]}:{folder}"
-    shown = str(Path(repo) / prefix / learner_files[0])  # where the learner file is in a checkout of it
-    wanted = {p[len(prefix):]: v for p, v in entries.items() if p.startswith(prefix)}
+    origin = f"{store.shown_as}@{commit[:12]}:{folder}"
+    shown_path = str(Path(store.shown_as) / prefix / learner_files[0])  # where the learner file is in a checkout
+    wanted, left_out = _collect(trees, folder_sha, folder)
     for name in learner_files:
         if name not in wanted:
-            return Snapshot(origin, learner_files[0], {}, path=shown, problem=SnapshotProblem(
-                "missing_file", f"{name} was not found in {folder} of commit {commit[:12]}", name))
+            return Snapshot(origin, learner_files[0], {}, path=shown_path, problem=SnapshotProblem(
+                "missing_file", f"{name} was not found in {folder or 'the top folder'} of commit {commit[:12]}", name))
         mode = wanted[name][0]
         if mode == "120000":
-            return Snapshot(origin, learner_files[0], {}, path=shown, problem=SnapshotProblem(
+            return Snapshot(origin, learner_files[0], {}, path=shown_path, problem=SnapshotProblem(
                 "link", f"{name} is a symbolic link in the commit; commit the file itself, not a link", name))
         if not mode.startswith("100"):
-            return Snapshot(origin, learner_files[0], {}, path=shown, problem=SnapshotProblem(
+            return Snapshot(origin, learner_files[0], {}, path=shown_path, problem=SnapshotProblem(
                 "not_a_file", f"{name} is not a file in the commit", name))
     order = list(learner_files) + sorted(p for p in wanted if p not in learner_files)
     files: dict[str, bytes] = {}
-    left_out: list[str] = []
     total = 0
-    sizes = _blob_sizes(repo, [wanted[p][1] for p in order if wanted[p][0].startswith("100")])
     for rel in order:
         mode, sha = wanted[rel]
-        parts = PurePosixPath(rel).parts
-        if any(part in SKIP_DIRS or part.startswith(".") for part in parts[:-1]):
+        if any(problem_in_name(part) for part in rel.split("/")):  # unprintable: never shown or written as is
+            left_out.append(f"{shown(rel)} (a name with control or invisible characters)")
             continue
         if not mode.startswith("100"):
             left_out.append(f"{rel} ({'a link' if mode == '120000' else 'not a file'})")
@@ -343,28 +395,72 @@ def read_commit(repo: Path, commit: str, exercise_dir: str, learner_files: tuple
         if rel.endswith((".pyc", ".so", ".pyd", ".dylib")):
             left_out.append(f"{rel} (compiled code)")
             continue
-        size = sizes.get(sha, MAX_FILE_BYTES + 1)
-        if size > MAX_FILE_BYTES or total + size > MAX_TOTAL_BYTES or len(files) >= MAX_FILES:
+        room = min(MAX_FILE_BYTES, MAX_TOTAL_BYTES - total)
+        blob = store.read(sha, room) if len(files) < MAX_FILES else None
+        if blob is None or blob[2] is None or blob[0] != "blob":
             if rel in learner_files:
-                return Snapshot(origin, learner_files[0], {}, path=shown, problem=SnapshotProblem(
-                    "too_large", f"{rel} is {size} bytes; a learner file may have at most {MAX_FILE_BYTES}", rel))
+                size = f"{blob[1]} bytes" if blob is not None else "missing from the repository (a clone leaves " \
+                                                                    "files over the limit on the server)"
+                return Snapshot(origin, learner_files[0], {}, path=shown_path, problem=SnapshotProblem(
+                    "too_large", f"{rel} could not be read from the commit ({size}); a learner file may have at "
+                                 f"most {MAX_FILE_BYTES} bytes", rel))
             left_out.append(f"{rel} (over the size or file limits)")
             continue
-        files[rel] = git(repo, "cat-file", "blob", sha)
-        total += size
-    return Snapshot(origin, learner_files[0], files, tuple(left_out), path=shown)
+        files[rel] = blob[2]
+        total += len(blob[2])
+    return Snapshot(origin, learner_files[0], files, tuple(left_out), path=shown_path)
 
 
-def _blob_sizes(repo: Path, shas: list[str]) -> dict[str, int]:
-    if not shas:
-        return {}
-    out = git(repo, "cat-file", "--batch-check=%(objectname) %(objectsize)", input="\n".join(shas).encode() + b"\n")
-    sizes = {}
-    for line in out.decode().splitlines():
-        sha, _, size = line.partition(" ")
-        if size.isdigit():
-            sizes[sha] = int(size)
-    return sizes
+def _search(trees: _TreeReader, top: str, name: str) -> tuple[str, str] | None:
+    """(folder path, tree sha) of the shallowest folder holding an entry ``name`` (the first
+    in path order at that depth), searched breadth first without entering ``SKIP_DIRS``
+    or hidden folders, within the tree bounds."""
+    level = [("", top)]
+    for _ in range(MAX_TREE_DEPTH):
+        hits, below = [], []
+        for path, sha in level:
+            if trees.entries > MAX_TREE_ENTRIES:
+                return None
+            for mode, entry, child in trees.read(sha, path):
+                if mode == "40000":
+                    if entry not in SKIP_DIRS and not entry.startswith("."):
+                        below.append((f"{path}/{entry}" if path else entry, child))
+                elif entry == name:
+                    hits.append((path, sha))
+        if hits:
+            return min(hits)
+        level = below
+    return None
+
+
+def _collect(trees: _TreeReader, sha: str, folder: str) -> tuple[dict[str, tuple[str, str]], list[str]]:
+    """Every non-folder entry below the folder tree ``sha``, as relative path -> (mode, sha),
+    hidden folders and ``SKIP_DIRS`` not entered; what the bounds cut is listed."""
+    wanted: dict[str, tuple[str, str]] = {}
+    left_out: list[str] = []
+    stack = [("", sha, 0)]
+    while stack:
+        rel, tree_sha, depth = stack.pop()
+        if depth > MAX_TREE_DEPTH or trees.entries > MAX_TREE_ENTRIES:
+            left_out.append(f"{rel or '.'}/ (deeper or larger than the grader reads)")
+            continue
+        for mode, name, child in trees.read(tree_sha, f"{folder}/{rel}".strip("/")):
+            path = f"{rel}/{name}" if rel else name
+            if mode == "40000":
+                if name not in SKIP_DIRS and not name.startswith("."):
+                    stack.append((path, child, depth + 1))
+            else:
+                wanted[path] = (mode, child)
+    return wanted, left_out
+
+
+def changed_files(committed: Snapshot, on_disk: Snapshot) -> list[str]:
+    """The files of an exercise's folder that differ between its commit and the disk
+    (added, changed or removed), escaped for people: what ``grade ci``/``grade batch``
+    warn about, from files the grader read itself (never ``git status`` in the learner's
+    checkout, which would run the filters its configuration names)."""
+    names = set(committed.files) | set(on_disk.files)
+    return [shown(n) for n in sorted(names) if committed.files.get(n) != on_disk.files.get(n)]
 
 
 def single_file(path: Path, as_name: str) -> Snapshot:

@@ -20,10 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import re
-import subprocess
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +47,16 @@ class Solution:
         return None if self.root is None else ex.learner_paths(self.root)[0]
 
     def code(self, ex: Exercise) -> str | None:
-        path = self.module_path(ex)
+        """The learner file's text, read as grading reads it (``read_submission``: never
+        through a link, capped), or None."""
+        from grader.submission import read_submission
+
+        if self.root is None:
+            return None
+        snap = read_submission(self.root, ex.dir, ex.files)
         try:
-            return path.read_text(encoding="utf-8") if path is not None else None
-        except (OSError, UnicodeDecodeError):
+            return snap.source().decode("utf-8") if snap.problem is None else None
+        except UnicodeDecodeError:
             return None
 
 
@@ -78,43 +81,46 @@ def open_gradebook(path: Path):
         raise CompareUsageError(f"cannot read the gradebook {path}: {exc}") from None
 
 
-def _git(root: Path, *args: str) -> bytes:
-    proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
-        raise OSError(proc.stderr.decode("utf-8", "replace").strip() or f"git {args[0]} failed")
-    return proc.stdout
+def _at_commit(root: Path, commit: str, ex: Exercise, workdir: Path, owned: bool) -> tuple[Path | None, str]:
+    """The exercise's files of ``root`` as they were at ``commit`` -- the snapshot grading
+    read (``grader.submission.read_commit``) -- written under ``workdir`` as
+    ``exercises/<dir>/``, and a note: (None, why) when the commit cannot be read.  ``root`` is the grader-owned
+    clone ``grade batch`` left (``owned``), or else a learner's repository, which is imported
+    first (``grader.gitsafe``): git never runs in it, so nothing its configuration names runs."""
+    from grader import gitsafe
+    from grader.submission import read_commit
 
-
-def _is_git(root: Path) -> bool:
-    return (root / ".git").exists() or ((root / "HEAD").is_file() and (root / "objects").is_dir())
-
-
-def _at_commit(root: Path, commit: str, ex: Exercise, workdir: Path) -> Path:
-    """The exercise's folder of ``root`` as it was at ``commit``, unpacked under ``workdir``."""
     try:
-        head = _git(root, "rev-parse", "--verify", "HEAD^{commit}").decode().strip()
-        dirty = _git(root, "status", "--porcelain", "--", f"exercises/{ex.dir}").strip() if not (root / "HEAD").is_file() else b""
-    except (OSError, subprocess.TimeoutExpired):
-        head, dirty = "", b""
-    if head == commit and not dirty and (root / "exercises").is_dir():
-        return root
-    data = _git(root, "archive", "--format=tar", commit, "--", f"exercises/{ex.dir}")
-    dest = workdir / f"at-{commit[:12]}-{hashlib.sha256(str(root).encode()).hexdigest()[:8]}"
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        try:
-            tar.extractall(dest, filter="data")
-        except TypeError:  # Python before 3.11.4: git archive of our own clone holds plain files only
-            tar.extractall(dest)
+        if owned:
+            with gitsafe.Store(root) as store:
+                snap = read_commit(store, commit, ex.dir, ex.files)
+        else:
+            with gitsafe.imported(root) as (store, _):
+                snap = read_commit(store, commit, ex.dir, ex.files)
+    except gitsafe.GitError as exc:
+        return None, f"its commit could not be read ({exc})"
+    if snap.problem is not None:
+        return None, f"its commit could not be read: {snap.problem.message}"
+    return _written(snap, ex, workdir / f"at-{commit[:12]}-{hashlib.sha256(str(root).encode()).hexdigest()[:8]}"), ""
+
+
+def _written(snap, ex: Exercise, dest: Path) -> Path | None:
+    """``dest`` holding ``snap``'s files as ``exercises/<dir>/`` (written once; names checked
+    and no link followed: ``Snapshot.write_to``); None for a snapshot with a problem."""
+    if snap.problem is not None:
+        return None
+    if not dest.exists():
+        folder = dest / "exercises" / ex.dir
+        folder.mkdir(parents=True)
+        snap.write_to(folder)
     return dest
 
 
 def clone_dir(gradebook: Path, label: str, key: str) -> Path:
-    """Where ``grade batch`` cloned a git submission (see ``grader.course.batch.fetch``)."""
+    """Where ``grade batch`` keeps a git submission's objects (``grader.course.batch.clone_path``)."""
     from grader.course import batch
 
-    safe = re.sub(r"[^\w.-]+", "_", label)[:40] or "repo"
-    return batch.repo_cache(gradebook) / f"{safe}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    return batch.clone_path(batch.repo_cache(gradebook), label, key)
 
 
 def _code_root(row: dict[str, Any], gradebook: Path, ex: Exercise, workdir: Path) -> tuple[Path | None, str]:
@@ -124,19 +130,22 @@ def _code_root(row: dict[str, Any], gradebook: Path, ex: Exercise, workdir: Path
     what, commit = row["source"], row["commit"]
     if not commit:
         what, commit = split_submission(what)
-    candidates = [clone_dir(gradebook, row["submission"], row["submission_key"])]
+    candidates = [(clone_dir(gradebook, row["submission"], row["submission_key"]), True)]
     if what and not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://|^[\w.-]+@[\w.-]+:", what):
-        candidates.append(Path(what))
-    for root in candidates:
+        candidates.append((Path(what), False))
+    from grader import gitsafe
+
+    why = ""
+    for root, owned in candidates:
         if not root.is_dir():
             continue
-        if commit and _is_git(root):
-            try:
-                return _at_commit(root, commit, ex, workdir), ""
-            except (OSError, tarfile.TarError, subprocess.TimeoutExpired):
+        if commit and gitsafe.find_repository(root)[0] is not None:
+            at, why = _at_commit(root, commit, ex, workdir, owned)
+            if at is None:
                 continue
+            return at, ""
         return root, ""
-    return None, "its code is not on this machine (graded elsewhere): outcome only"
+    return None, why or "its code is not on this machine (graded elsewhere): outcome only"
 
 
 def _unique_labels(solutions: list[Solution]) -> None:
@@ -167,8 +176,11 @@ def from_gradebook(path: Path, ex: Exercise, workdir: Path) -> list[Solution]:
     return out
 
 
-def from_submissions(args: list[str], ex: Exercise, cache: Path) -> tuple[list[Solution], list[str]]:
-    """Folders and git repositories, fetched as ``grade batch`` fetches them."""
+def from_submissions(args: list[str], ex: Exercise, cache: Path,
+                     workdir: Path | None = None) -> tuple[list[Solution], list[str]]:
+    """Folders and git repositories, fetched as ``grade batch`` fetches them; a git
+    submission's code is the snapshot of its commit that grading reads, written under
+    ``workdir``."""
     from grader.course import batch
 
     out, problems = [], []
@@ -182,7 +194,12 @@ def from_submissions(args: list[str], ex: Exercise, cache: Path) -> tuple[list[S
         except batch.FetchError as exc:
             problems.append(f"could not fetch {spec.label}: {exc}")
             continue
-        out.append(Solution(sub.label, sub.key, sub.root, content_hash=batch.content_hash(ex, sub.root)))
+        if sub.commit:
+            snap = batch.snapshot_for(sub, ex)
+            where = (workdir or cache) / f"at-{sub.commit[:12]}-{hashlib.sha256(sub.key.encode()).hexdigest()[:8]}"
+            out.append(Solution(sub.label, sub.key, _written(snap, ex, where), content_hash=snap.digest()))
+        else:
+            out.append(Solution(sub.label, sub.key, sub.root, content_hash=batch.content_hash(ex, sub.root)))
     return out, problems
 
 
@@ -201,7 +218,7 @@ def collect(args: list[str], ex: Exercise, *, gradebook: Path | None, workdir: P
     from grader.course import batch
 
     cache = batch.repo_cache(cache_book) if cache_book else workdir / "repos"
-    found, problems = from_submissions(folders, ex, cache)
+    found, problems = from_submissions(folders, ex, cache, workdir)
     for sol in found:
         known = solutions.get(sol.key)
         if known is not None and known.result is not None and known.graded_hash in ("", sol.content_hash):

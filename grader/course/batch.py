@@ -3,10 +3,14 @@
 A *submission* is a checkout of the course holding a learner's files:
 
 * a folder, graded as it is on disk;
-* a git repository, by path (bare or not) or URL: cloned with ``git clone --quiet`` into
-  a cache folder next to the gradebook (``grades.sqlite`` -> ``grades.repos/``) and graded
-  at the commit its HEAD names (recorded with each grading); uncommitted changes in a
-  local repository do not count.  A later batch fetches into the same clone.
+* a git repository, by path (bare or not) or URL: its objects are copied into a bare
+  repository the grader owns, in a cache folder next to the gradebook (``grades.sqlite``
+  -> ``grades.repos/``), and graded at the commit its HEAD names (recorded with each
+  grading); uncommitted changes in a local repository do not count.  A repository on this
+  machine (a path or ``file://``) is imported object by object -- git never runs in it,
+  so nothing its configuration names runs -- and a URL is cloned shallow, at most
+  ``gitsafe.MAX_REPOSITORY_BYTES`` on disk (``grader.gitsafe``).  A later batch fetches
+  into the same clone.
 
 ``NAME=SOURCE`` names a submission; the name then is its identity in the gradebook, so
 the same learner keeps one history even when their folder moves.  Otherwise the label is
@@ -44,7 +48,6 @@ import re
 import shutil
 import signal
 import sqlite3
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -55,12 +58,13 @@ from grader import __version__
 from grader.course.gradebook import Gradebook, GradebookError, Grading
 from grader.manifest import Exercise, Manifest
 from grader.results import ExerciseResult, RunResult
-from grader.submission import Snapshot, dirty_paths, read_commit, read_submission
+from grader import gitsafe
+from grader.gitsafe import GitError
+from grader.submission import Snapshot, changed_files, read_commit, read_submission
 
 _URL = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://|[\w.-]+@[\w.-]+:)")
 _NAMED = re.compile(r"^(?P<name>[A-Za-z0-9][\w.@+-]*)=(?P<source>.+)$")
 WORKER_STOPPED = 86  # exit status of a worker that stopped because it was told to
-GIT_TIMEOUT_S = 600
 
 
 class SourceError(ValueError):
@@ -144,24 +148,23 @@ def without_credentials(url: str) -> str:
 
 def describe_checkout(folder: Path) -> str:
     """``<origin URL>@<commit>`` for a git checkout (the commit alone without a remote), else
-    the folder's path."""
-    if not _is_git_repository(folder):
+    the folder's path; read from the repository's files as data (``grader.gitsafe``)."""
+    git_dir, _ = gitsafe.find_repository(folder)
+    if git_dir is None:
         return str(folder)
     try:
-        commit = _git("-C", folder, "rev-parse", "--verify", "HEAD^{commit}")
-    except FetchError:
+        commit = gitsafe.read_head(git_dir)
+    except (GitError, OSError):
         return str(folder)
     try:
-        origin = without_credentials(_git("-C", folder, "remote", "get-url", "origin"))
-    except FetchError:
+        origin = without_credentials(gitsafe.origin_url(git_dir))
+    except OSError:
         origin = ""
     return f"{origin or folder}@{commit}"
 
 
 def _is_git_repository(path: Path) -> bool:
-    if (path / ".git").exists():
-        return True
-    return (path / "HEAD").is_file() and (path / "objects").is_dir() and (path / "refs").is_dir()  # bare
+    return gitsafe.find_repository(path)[0] is not None
 
 
 def locate(arg: str) -> Spec:
@@ -200,48 +203,47 @@ def repo_cache(gradebook: Path) -> Path:
     return gradebook.resolve().parent / f"{gradebook.stem}.repos"
 
 
-def _git(*args: str | Path) -> str:
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0")  # a private URL fails instead of asking for a password
-    try:
-        proc = subprocess.run(["git", *map(str, args)], capture_output=True, text=True, env=env,
-                              stdin=subprocess.DEVNULL, timeout=GIT_TIMEOUT_S)
-    except FileNotFoundError:
-        raise FetchError("git is not installed; install it to grade git repositories") from None
-    except subprocess.TimeoutExpired:
-        raise FetchError(f"git {args[0]} took over {GIT_TIMEOUT_S} s") from None
-    if proc.returncode != 0:
-        lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-        command = args[2] if args[0] == "-C" else args[0]
-        raise FetchError(f"git {command} failed: {lines[-1] if lines else f'exit status {proc.returncode}'}")
-    return proc.stdout.strip()
+def clone_path(cache: Path, label: str, key: str) -> Path:
+    """Where a git submission's objects are kept in ``cache`` (``grade compare`` finds them here)."""
+    safe = re.sub(r"[^\w.-]+", "_", label)[:40] or "repo"
+    return cache / f"{safe}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.git"
 
 
 def fetch(spec: Spec, cache: Path) -> Submission:
-    """The checkout to grade for ``spec``: a folder as is, or the clone of a git submission
-    (made or brought up to date in ``cache``)."""
+    """The checkout to grade for ``spec``: a folder as is, or a grader-owned bare repository
+    holding a git submission's objects (made or brought up to date in ``cache``)."""
     if not spec.git:
         return Submission(spec.label, spec.key, spec.source, Path(spec.source))
-    safe = re.sub(r"[^\w.-]+", "_", spec.label)[:40] or "repo"
-    dest = cache / f"{safe}-{hashlib.sha256(spec.key.encode()).hexdigest()[:12]}.git"
-    if dest.exists():
-        try:
-            _git("-C", dest, "fetch", "--quiet", "--force", "--", spec.source, "+HEAD:refs/grade/head")
-        except FetchError:
-            shutil.rmtree(dest, ignore_errors=True)  # a broken clone: start over
-    if not dest.exists():
-        private_folder(cache)
-        partial = dest.with_name(dest.name + ".partial")  # a clone cut short is never mistaken for one
-        shutil.rmtree(partial, ignore_errors=True)
-        # bare: the learner's tree is read from git's objects (grader.submission.read_commit), so
-        # none of its files -- links included -- is ever written to disk
-        _git("clone", "--quiet", "--bare", "--", spec.source, partial)
-        _git("-C", partial, "update-ref", "refs/grade/head", "HEAD")
-        partial.rename(dest)
+    dest = clone_path(cache, spec.label, spec.key)
+    private_folder(cache)
+    local = gitsafe.local_path_of(spec.source) if is_url(spec.source) else Path(spec.source)
     try:
-        commit = _git("-C", dest, "rev-parse", "--verify", "refs/grade/head^{commit}")
-    except FetchError:
-        raise FetchError("the repository has no commits") from None
+        if local is None:
+            store, commit = gitsafe.fetch_remote(spec.source, dest)
+            store.close()
+        else:
+            commit = _import(local, dest)
+    except GitError as exc:
+        raise FetchError(str(exc)) from None
     return Submission(spec.label, spec.key, spec.source, dest, commit)
+
+
+def _import(folder: Path, dest: Path) -> str:
+    """A fresh import of the local repository in ``folder`` replaces ``dest``; its commit."""
+    git_dir, why = gitsafe.find_repository(folder)
+    if git_dir is None:
+        raise GitError(why or f"{folder} is not a git repository")
+    partial = dest.with_name(dest.name + ".partial")  # an import cut short is never mistaken for one
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        store, commit = gitsafe.import_local(git_dir, partial)
+        store.close()
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    shutil.rmtree(dest, ignore_errors=True)
+    partial.rename(dest)
+    return commit
 
 
 def private_folder(path: Path) -> Path:
@@ -283,12 +285,16 @@ def _hash_file(h, path: Path, name: str) -> None:
     h.update(b"\0")
 
 
-def snapshot_for(sub: Submission, ex: Exercise) -> Snapshot:
-    """What is graded of ``sub`` for ``ex``: its HEAD commit's files for a git submission,
-    the folder as it is on disk otherwise (``grader.submission``)."""
+def snapshot_for(sub: Submission, ex: Exercise, store: gitsafe.Store | None = None) -> Snapshot:
+    """What is graded of ``sub`` for ``ex``: its HEAD commit's files for a git submission
+    (read from the grader-owned repository ``sub.root``), the folder as it is on disk
+    otherwise (``grader.submission``)."""
     if sub.commit:
         try:
-            return read_commit(sub.root, sub.commit, ex.dir, ex.files)
+            if store is None:
+                with gitsafe.Store(sub.root) as own:
+                    return read_commit(own, sub.commit, ex.dir, ex.files)
+            return read_commit(store, sub.commit, ex.dir, ex.files)
         except Exception as exc:  # noqa: BLE001 - git failed: graded as a missing file, with the reason
             from grader.submission import SnapshotProblem
 
@@ -325,22 +331,32 @@ def plan(subs: list[Submission], exercises: list[Exercise], course_root: Path, h
     jax = jax_version()
     units = []
     for sub in subs:
-        for ex in exercises:
-            snap = snapshot_for(sub, ex)
-            content = snap.digest()
-            units.append(Unit(sub, ex, content, digests[ex.number],
-                              unit_key(sub.key, ex.number, content, digests[ex.number], __version__, jax), snap))
+        with contextlib.ExitStack() as stack:
+            store = stack.enter_context(gitsafe.Store(sub.root)) if sub.commit else None
+            for ex in exercises:
+                snap = snapshot_for(sub, ex, store)
+                content = snap.digest()
+                units.append(Unit(sub, ex, content, digests[ex.number],
+                                  unit_key(sub.key, ex.number, content, digests[ex.number], __version__, jax), snap))
     return units
 
 
-def dirty_submissions(specs: list[Spec]) -> dict[str, list[str]]:
-    """Local git repositories with uncommitted changes (graded at HEAD: the changes do not count)."""
-    out = {}
-    for spec in specs:
-        if spec.git and not is_url(spec.source) and (Path(spec.source) / ".git").exists():
-            changes = dirty_paths(Path(spec.source))
-            if changes:
-                out[spec.label] = changes
+def uncommitted_changes(report: "BatchReport") -> dict[str, list[str]]:
+    """Per local git checkout of the batch: the exercise files on its disk that differ from
+    the commit graded (the changes do not count).  Compared from files the grader read
+    itself (``submission.changed_files``); git never runs in the checkout."""
+    out: dict[str, list[str]] = {}
+    for unit in report.units:
+        sub = unit.submission
+        if not sub.commit or is_url(sub.source) or unit.snapshot is None or unit.snapshot.problem is not None:
+            continue
+        git_dir, _ = gitsafe.find_repository(Path(sub.source))
+        if git_dir is None or git_dir == Path(sub.source):  # bare: no work tree
+            continue
+        on_disk = read_submission(Path(sub.source), unit.exercise.dir, unit.exercise.files)
+        names = changed_files(unit.snapshot, on_disk)
+        if names:
+            out.setdefault(sub.label, []).extend(f"{unit.exercise.dir}/{n}" for n in names)
     return out
 
 

@@ -17,7 +17,9 @@ from grader.course import batch, hidden
 from grader.manifest import ManifestError, load
 from grader.results import RunResult
 from grader.sandbox import user as sandbox_user
-from grader.submission import GitError, dirty_paths, git, head_commit, read_commit
+from grader import gitsafe
+from grader.gitsafe import GitError
+from grader.submission import changed_files, read_commit, read_submission
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,34 +49,40 @@ def run(course: Path, submission: Path, hidden_source: Path, *, numbers: list[in
 def submission_identity(folder: Path) -> str:
     """What a checkout is, beyond its label: its repository's URL (credentials stripped) and
     its folder.  Two forks cloned from one origin into two folders differ; the same fork
-    graded again at another commit does not."""
+    graded again at another commit does not.  The URL is read from the repository's config
+    as text (``gitsafe.origin_url``): git never runs there."""
     import hashlib
 
-    origin = ""
-    if (folder / ".git").exists():
-        try:
-            origin = batch.without_credentials(git(folder, "remote", "get-url", "origin").decode().strip())
-        except GitError:
-            origin = ""
+    git_dir, _ = gitsafe.find_repository(folder)
+    origin = batch.without_credentials(gitsafe.origin_url(git_dir)) if git_dir is not None else ""
     return hashlib.sha256(f"{origin}|{folder.resolve()}".encode()).hexdigest()[:16]
 
 
 def committed_snapshots(manifest, exercises, submission: Path) -> tuple[dict, tuple[str, ...]]:
-    """For a git checkout: each exercise's files as committed at HEAD (``grade ci`` and
-    ``grade batch`` grade what was committed), and a warning naming uncommitted changes.
-    For a folder that is not a repository: nothing (its files are read as they are)."""
-    if not (submission / ".git").exists():
-        return {}, ()
+    """For a git repository: each exercise's files as committed at HEAD (``grade ci`` and
+    ``grade batch`` grade what was committed), read from a grader-owned copy of its objects
+    (``gitsafe.imported``), and a warning naming the files on disk that differ from the
+    commit.  For a folder that is not a repository (or whose ``.git`` is a link or a pointer
+    file, which is never followed): nothing (its files are read as they are)."""
+    git_dir, why = gitsafe.find_repository(submission)
+    if git_dir is None:
+        return {}, ((f"the submission's files are graded as they are on disk: {why}",) if why else ())
     try:
-        commit = head_commit(submission)
-    except GitError:
-        return {}, ("the submission is a git repository without commits: its files are graded as they are",)
-    snaps = {ex.number: read_commit(submission, commit, ex.dir, ex.files) for ex in exercises}
-    changes = dirty_paths(submission)
+        with gitsafe.imported(submission, shown_as=str(submission)) as (store, commit):
+            snaps = {ex.number: read_commit(store, commit, ex.dir, ex.files) for ex in exercises}
+    except GitError as exc:
+        if "no commits" in str(exc):
+            return {}, ("the submission is a git repository without commits: its files are graded as they are",)
+        raise
+    changes = []
+    if git_dir != submission:  # a checkout, not a bare repository: what its work tree holds beyond the commit
+        for ex in (ex for ex in exercises if snaps[ex.number].problem is None):
+            on_disk = read_submission(submission, ex.dir, ex.files)
+            changes += [f"{ex.dir}/{name}" for name in changed_files(snaps[ex.number], on_disk)]
     warnings = ()
     if changes:
-        warnings = (f"{len(changes)} uncommitted change(s) in the submission are not graded (e.g. {changes[0]}): "
-                    f"a git repository is graded at its last commit ({commit[:12]})",)
+        warnings = (f"{len(changes)} file(s) of the exercises differ from the last commit and are not graded (e.g. "
+                    f"{changes[0]}): a git repository is graded at its last commit ({commit[:12]})",)
     return snaps, warnings
 
 

@@ -111,6 +111,7 @@ def batch_cmd(submissions, gradebook_path, hidden_source, jobs, numbers, regrade
     interrupted batch resumes where it stopped.
     """
     from grader.course import batch, gradebook, hidden
+    from grader.safepath import shown
 
     course = course_root()
     manifest = _manifest(course)
@@ -122,9 +123,6 @@ def batch_cmd(submissions, gradebook_path, hidden_source, jobs, numbers, regrade
     if not gradebook_path.resolve().parent.is_dir():
         raise click.UsageError(f"--gradebook {gradebook_path}: the folder {gradebook_path.parent} does not exist")
     source = hidden_source or course / "solutions"
-    for label, changes in batch.dirty_submissions(specs).items():
-        click.echo(f"warning: {label} has {len(changes)} uncommitted change(s) (e.g. {changes[0]}); a git "
-                   f"repository is graded at its last commit, so they are not graded", err=True)
     try:
         with hidden.open_hidden(source) as hidden_root:
             report = batch.run_batch(
@@ -141,6 +139,9 @@ def batch_cmd(submissions, gradebook_path, hidden_source, jobs, numbers, regrade
     except KeyboardInterrupt:
         click.echo("stopped at once; finished units are in the gradebook: run the same command to resume", err=True)
         sys.exit(130)
+    for label, changes in batch.uncommitted_changes(report).items():
+        click.echo(f"warning: {shown(label)} has {len(changes)} exercise file(s) that differ from its last commit (e.g. "
+                   f"{changes[0]}); a git repository is graded at its last commit, so they are not graded", err=True)
     summary = _summary(report, latest, gradebook_path)
     if as_json:
         click.echo(json.dumps(summary, indent=2))

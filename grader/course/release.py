@@ -47,7 +47,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -170,12 +169,10 @@ def grader_version(course: Path) -> str:
 
 
 def _course_commit(course: Path) -> str | None:
-    try:
-        out = subprocess.run(["git", "-C", str(course), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
+    from grader.gitsafe import in_course_repository
+
+    out = in_course_repository(course, "rev-parse", "HEAD", timeout=10)
+    return out.decode("ascii", "replace").strip() or None if out is not None else None
 
 
 def _fill(template: str, values: dict[str, str]) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import subprocess
 from pathlib import Path
 
 STUBS = Path(".grade") / "stubs"
@@ -32,11 +31,9 @@ def pristine_file(root: Path, ex, name: str) -> bytes | None:
     if kept.is_file() and not kept.is_symlink():
         return kept.read_bytes()
     if (Path(root) / "solutions").is_dir() and (Path(root) / ".git").exists():  # the course's own repository
-        try:
-            return subprocess.run(["git", "-C", str(root), "show", f"HEAD:exercises/{ex.dir}/{name}"],
-                                  capture_output=True, check=True, timeout=30).stdout
-        except (OSError, subprocess.SubprocessError):
-            return None
+        from grader.gitsafe import in_course_repository
+
+        return in_course_repository(root, "show", f"HEAD:exercises/{ex.dir}/{name}")
     return None
 
 

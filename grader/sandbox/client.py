@@ -90,6 +90,8 @@ SUBMISSION_FAILURES: dict[str, tuple[str, str]] = {
     "too_large": ("{name} is too large to grade", "keep your file under 4 MiB"),
     "disk": ("your code wrote more to disk than a sandbox may write in all",
              f"keep what your code writes under {disk.SANDBOX_DISK_MB} MiB: no exercise needs big files"),
+    "bad_commit": ("your commit holds a file name git itself refuses (an absolute path, '..', '.git', a duplicate)",
+                   "commit with plain git commands; `git fsck` in your repository shows the bad entry"),
     "syntax_error": ("your file has a syntax error",
                      "fix the syntax error first; `python -m py_compile FILE` shows it too"),
     "import_error": ("importing your file failed", "run your file directly with `python FILE` to see why"),
