@@ -53,13 +53,13 @@ from pathlib import Path
 
 from grader.safepath import problem_in_name, shown, write_beneath
 from grader.sandbox.disk import usage
+from grader.submission import MAX_FILE_BYTES  # blobs larger than this stay on the server: never read
 
 GIT_TIMEOUT_S = 600  # a clone or fetch over the network
 LOCAL_TIMEOUT_S = 120  # a command on a grader-owned repository
 MAX_REPOSITORY_BYTES = 256 << 20  # what one learner repository may occupy here, imported or cloned
 MAX_LOOSE_OBJECTS = 100_000
 MAX_OBJECT_BYTES = 64 << 20  # one loose object, inflated
-MAX_FILE_BYTES = 4 << 20  # blobs larger than this stay on the server (grader.submission never reads them)
 WATCH_INTERVAL_S = 0.1  # how often a clone's size is measured while it runs
 REMOTE_PROTOCOLS = ("https", "http", "ssh", "git")
 
@@ -544,18 +544,23 @@ def _watched(cmd: list[str], where: Path, env: dict[str, str], cwd: str) -> None
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
     deadline, over = time.monotonic() + GIT_TIMEOUT_S, ""
-    while proc.poll() is None:
-        if usage(where, stop_bytes=MAX_REPOSITORY_BYTES)[0] > MAX_REPOSITORY_BYTES:
-            over = f"the repository is over {MAX_REPOSITORY_BYTES >> 20} MiB, the most the grader fetches"
-        elif time.monotonic() > deadline:
-            over = f"git {_verb(cmd)} took over {GIT_TIMEOUT_S} s"
-        if over:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise GitError(over)
-        time.sleep(WATCH_INTERVAL_S)
-    reader.join(5)
+    try:
+        while proc.poll() is None:
+            if usage(where, stop_bytes=MAX_REPOSITORY_BYTES)[0] > MAX_REPOSITORY_BYTES:
+                over = f"the repository is over {MAX_REPOSITORY_BYTES >> 20} MiB, the most the grader fetches"
+            elif time.monotonic() > deadline:
+                over = f"git {_verb(cmd)} took over {GIT_TIMEOUT_S} s"
+            if over:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise GitError(over)
+            time.sleep(WATCH_INTERVAL_S)
+    finally:
+        reader.join(5)
+        proc.stderr.close()
+    if proc.returncode == 0 and usage(where, stop_bytes=MAX_REPOSITORY_BYTES)[0] > MAX_REPOSITORY_BYTES:
+        raise GitError(f"the repository is over {MAX_REPOSITORY_BYTES >> 20} MiB, the most the grader fetches")
     if proc.returncode != 0:
         lines = [ln for ln in err.decode("utf-8", "replace").strip().splitlines() if ln.strip()]
         raise GitError(f"git {_verb(cmd)} failed: {shown(lines[-1]) if lines else f'exit status {proc.returncode}'}")
@@ -566,13 +571,15 @@ def fetch_remote(url: str, dest: Path) -> tuple[Store, str]:
     (cloned, or brought up to date when ``dest`` is an earlier clone); returns (store, commit).
 
     The clone is partial (``--filter``: blobs over ``MAX_FILE_BYTES`` stay on the server);
-    a blob it lacks is never fetched later behind the grader's back (``Store`` allows no
-    protocol at all), it is simply missing, which ``read_commit`` reports as too large."""
+    a blob it lacks is never fetched later behind the grader's back (the repository is not
+    marked partial once fetched, and ``Store`` allows no protocol at all): it is simply
+    missing, which ``read_commit`` reports as too large."""
     env = _network_env()
     shallow = ["--depth", "1", f"--filter=blob:limit={MAX_FILE_BYTES}"]
     if dest.exists():
         try:
             Store(dest).run("config", "remote.origin.url", url)
+            Store(dest).run("config", "remote.origin.promisor", "true")  # a partial clone only while fetching
             _watched(["git", *_network_config(), "--git-dir", str(dest), "fetch", "--quiet", "--force", "--no-tags",
                       *shallow, "origin", "+HEAD:refs/grade/head"], dest, env, str(dest))
         except GitError:
@@ -591,6 +598,11 @@ def fetch_remote(url: str, dest: Path) -> tuple[Store, str]:
             raise
         partial.rename(dest)
     store = Store(dest, shown_as=url)
+    # Read as a partial clone, git would fetch a missing blob on demand (or die without the
+    # network): it is not one, so a blob left on the server is simply missing.
+    for key in ("remote.origin.promisor", "remote.origin.partialclonefilter", "extensions.partialclone"):
+        with contextlib.suppress(GitError):
+            store.run("config", "--unset-all", key)
     try:
         commit = store.run("rev-parse", "--verify", "--quiet", "refs/grade/head^{commit}").decode().strip()
     except GitError:

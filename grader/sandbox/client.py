@@ -201,7 +201,7 @@ class Sandbox:
         zygote: "Zygote | None" = None,
         compile_cache: Path | None = None,
         probes: str = "all",
-        disk_mb: int = disk.SANDBOX_DISK_MB,
+        disk_mb: int | None = None,
         private_fs: bool = True,
     ):
         if isinstance(source, (str, Path)):
@@ -217,7 +217,7 @@ class Sandbox:
         self.zygote = zygote  # forks the worker from a process that imported JAX already
         self.compile_cache = compile_cache  # a folder for JAX's persistent cache, or None (off)
         self.probes = probes  # which probe modules the worker imports (grader.sandbox.context.preload_probes)
-        self.disk_mb = disk_mb  # what the sandbox may write in all (grader.sandbox.disk)
+        self.disk_mb = disk_mb or disk.SANDBOX_DISK_MB  # what the sandbox may write in all (grader.sandbox.disk)
         self.private_fs = private_fs  # as root, a tmpfs of that size over its folder (else the watchdog alone)
         self._disk_ticket: int | None = None
         self._disk_over: tuple[int, int] | None = None
@@ -266,6 +266,17 @@ class Sandbox:
         self._disk_ticket = disk.Watchdog.shared().watch(self._box, self.disk_mb << 20, self._over_disk)
         self._send(b"HELLO " + self._key.hex().encode() + b"\n")
         return self
+
+    def _check_disk(self) -> None:
+        """No answer is taken from a sandbox over its disk budget: measured again after each
+        one (the watchdog looks only every ``disk.WATCH_INTERVAL_S`` s)."""
+        __tracebackhide__ = True  # plain pytest shows the learner's failure, not these frames
+        budget = self.disk_mb << 20
+        used, entries = disk.usage(self._box, stop_bytes=budget, stop_entries=disk.SANDBOX_DISK_FILES)
+        if used > budget or entries > disk.SANDBOX_DISK_FILES:
+            self._over_disk(used, entries)
+        if self._disk_over is not None:
+            self._fail(self._crash_error())
 
     def _over_disk(self, used: int, entries: int) -> None:
         """The watchdog found the sandbox's folder over its budget: stop it at once (the
@@ -574,6 +585,7 @@ class Sandbox:
             self.proc.wait()
             self._fail(self._crash_error())
         msg = self._read_answer(rid)
+        self._check_disk()
         if not isinstance(msg, dict) or ("ok" not in msg and "error" not in msg):
             self._fail(SubmissionError("crashed", "the sandbox sent something that is not a result"))
         if "error" in msg:
