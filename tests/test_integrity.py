@@ -6,7 +6,8 @@ The numbers in the test names follow the holes found when the grader was attacke
 code where a worker starts, (4, 6) the compile cache, (5) a named sandbox account,
 (7) forging measurements inside the learner's own process, (8) hidden inputs leaking into
 public messages, (9) interrupts, (10) an open sandbox, (11) stalling or crashing the
-trusted side, (12) leftovers.
+trusted side, (12) leftovers, (13) names from git objects, (14) a learner repository's git
+configuration, (15) disk.
 """
 
 from __future__ import annotations
@@ -440,3 +441,270 @@ def test_12_single_file_seeds_come_from_the_file(tmp_path):
     b.write_text(SOL1 + "# another\n")
     sa, sb = single_file(a, "double.py"), single_file(b, "double.py")
     assert sa.seed(1) != sb.seed(1) and sa.display_path == str(a)
+
+
+# --- (13) names from git objects ----------------------------------------------------------------------
+
+def _git_out(repo: Path, *args: str, input: bytes | None = None) -> str:
+    return subprocess.run([*GIT, "-C", str(repo), *args], input=input, capture_output=True, check=True
+                          ).stdout.decode().strip()
+
+
+def raw_tree(repo: Path, entries: list[tuple[str, bytes, str]]) -> str:
+    """A tree object written as given (``git mktree`` refuses what these tests need)."""
+    data = b"".join(mode.encode() + b" " + name + b"\0" + bytes.fromhex(sha) for mode, name, sha in entries)
+    return _git_out(repo, "hash-object", "-w", "--literally", "-t", "tree", "--stdin", input=data)
+
+
+def raw_fork(path: Path, build=lambda repo: ([], [])) -> Path:
+    """A repository whose HEAD commit holds ``exercises/01_double`` made of the entries
+    ``build(repo)`` returns (plus the reference solution's ``double.py`` unless they name
+    one), and those extra entries in its top folder."""
+    subprocess.run([*GIT, "init", "-q", str(path)], check=True)
+    ex1_entries, top_extra = build(path)
+    if not any(name == b"double.py" for _, name, _ in ex1_entries):
+        ex1_entries = [("100644", b"double.py", _blob(path, SOL1.encode())), *ex1_entries]
+    exercises = raw_tree(path, [("40000", b"01_double", raw_tree(path, ex1_entries))])
+    top = raw_tree(path, [("40000", b"exercises", exercises), *top_extra])
+    _git_out(path, "update-ref", "HEAD", _git_out(path, "commit-tree", top, "-m", "work"))
+    return path
+
+
+def _blob(repo: Path, data: bytes) -> str:
+    return _git_out(repo, "hash-object", "-w", "--stdin", input=data)
+
+
+def bad_entries(repo: Path, planted: Path) -> dict[str, tuple[list, list]]:
+    """Per case: (entries of exercises/01_double, extra entries of the top folder)."""
+    marker = _blob(repo, b"written outside the sandbox\n")
+    escape = raw_tree(repo, [("100644", b"escape.txt", marker)])
+    stub = _blob(repo, b"def double(x):\n    raise NotImplementedError\n")
+    sol = _blob(repo, SOL1.encode())
+    return {
+        "absolute": ([("100644", str(planted).encode(), marker)], []),
+        "dotdot_blob": ([("100644", b"../../../../escape.txt", marker)], []),
+        "dotdot_tree": ([("40000", b"..", escape)], []),
+        "dot_tree": ([("40000", b".", escape)], []),
+        "empty_name": ([("100644", b"", marker)], []),
+        "dot_git": ([("40000", b".git", raw_tree(repo, [("100644", b"config", marker)]))], []),
+        "dot_git_disguised": ([("40000", b".GiT.", escape)], []),
+        "slash_inside": ([("100644", b"sub/inner.txt", marker)], []),
+        "nested": ([("40000", b"sub", raw_tree(repo, [("40000", b"deeper", raw_tree(repo, [
+            ("100644", b"../../../escape.txt", marker)]))]))], []),
+        "duplicate": ([("100644", b"double.py", stub), ("100644", b"double.py", sol)], []),
+        "top_folder": ([], [("40000", b"..", escape)]),
+    }
+
+
+def test_13_tree_entries_that_leave_their_folder_or_that_git_refuses_refuse_the_exercise(course, tmp_path):
+    ex = load(course / "exercises" / "manifest.toml").get(1)
+    planted = tmp_path / "planted" / "abs.txt"
+    cases = bad_entries(raw_fork(tmp_path / "probe"), planted)
+    for case in cases:
+        repo = raw_fork(tmp_path / case, lambda r: bad_entries(r, planted)[case])
+        snap = read_commit(repo, runner_head(repo), ex.dir, ex.files)
+        assert snap.problem is not None and snap.problem.kind == "bad_commit", case
+        assert not snap.files and "itself refuses" in snap.problem.message, case
+        assert not any(c in snap.problem.message for c in "\x00\x1b\n"), case
+    assert not planted.exists() and not list(tmp_path.rglob("escape.txt"))
+
+
+def test_13_bad_names_are_refused_by_grade_ci_and_grade_batch_and_nothing_lands_outside(course, tmp_path):
+    from grader.course import batch
+
+    planted = tmp_path / "planted" / "abs.txt"
+    fork = raw_fork(tmp_path / "fork", lambda r: (
+        [e for case in ("absolute", "dotdot_tree", "nested") for e in bad_entries(r, planted)[case][0]], []))
+    subprocess.run([*GIT, "clone", "-q", "--bare", str(fork), str(tmp_path / "fork.git")], check=True)
+    outcome = ci.run(course, fork, course / "solutions", numbers=[1], jobs=1)
+    (ex1,) = outcome.run.exercises
+    assert ex1.score == 0 and all("itself refuses" in c.message for c in ex1.checks if c.status != "not_run")
+    manifest = load(course / "exercises" / "manifest.toml")
+    (tmp_path / "gb").mkdir()
+    report = batch.run_batch(manifest, batch.locate_all([str(fork), str(tmp_path / "fork.git")]), course_root=course,
+                             hidden_root=course / "solutions", gradebook=tmp_path / "gb" / "g.sqlite", numbers=[1],
+                             jobs=1)
+    assert len(report.graded) == 2 and all(r.score == 0 for _, r in report.graded) and not report.fetch_errors
+    assert all(u.snapshot.problem.kind == "bad_commit" for u in report.units)
+    assert not planted.exists() and not list(tmp_path.rglob("escape.txt"))
+
+
+def test_13_unprintable_names_are_left_out_and_shown_escaped(course, tmp_path):
+    name = "notes\n::notice title=Grade::6 of 6\x1b]52;c;QUJD\x07\u202e.txt".encode()
+    fork = raw_fork(tmp_path / "fork", lambda r: ([("100644", name, _blob(r, b"x\n"))], []))
+    manifest = load(course / "exercises" / "manifest.toml")
+    ex = manifest.get(1)
+    snap = read_commit(fork, runner_head(fork), ex.dir, ex.files)
+    assert snap.problem is None and set(snap.files) == {"double.py"}
+    (left,) = snap.left_out
+    assert "\\x0a::notice" in left and not any(ord(c) < 32 or c == "\u202e" for c in left)
+    outcome = ci.run(course, fork, course / "solutions", numbers=[1], jobs=1)
+    assert outcome.run.exercises[0].score == outcome.run.exercises[0].max_score
+
+
+# --- (14) a learner repository's git configuration --------------------------------------------------------
+
+def armed_fork(path: Path, markers: Path) -> Path:
+    """A checkout whose .git/config, hooks, attributes and an included file name a command at
+    every key git runs one for; each would leave ``markers/<key>``.  Committed: exercise 1's
+    solution and exercise 2's stub; on disk, exercise 2 solved (uncommitted, not graded)."""
+    markers.mkdir()
+    sol2 = (MINI / "solutions" / "02_triple" / "triple.py").read_text()
+    stub2 = (MINI / "exercises" / "02_triple" / "triple.py").read_text()
+    git_fork(path, {"exercises/01_double/double.py": SOL1, "exercises/02_triple/triple.py": stub2,
+                    ".gitattributes": "* filter=pwn diff=pwn\n"})
+
+    def mark(key: str) -> str:
+        return f"sh -c 'touch {markers}/{key}'"
+
+    script = path / ".git" / "armed.sh"
+    script.write_text(f"#!/bin/sh\ntouch {markers}/fsmonitor_or_askpass\nexit 1\n")
+    script.chmod(0o755)
+    (path / "included.cfg").write_text(f"[filter \"pwn2\"]\n\tclean = {mark('include_path')} && cat\n")
+    with open(path / ".git" / "config", "a") as cfg:
+        cfg.write(f"""[filter "pwn"]
+\tclean = {mark('filter_clean')} && cat {MINI / 'solutions' / '02_triple' / 'triple.py'}
+\tsmudge = {mark('filter_smudge')} && cat
+\trequired = true
+[core]
+\tfsmonitor = {script}
+\tpager = {mark('core_pager')} && cat
+\tsshCommand = {mark('core_sshCommand')} && ssh
+\taskPass = {script}
+\thooksPath = .git/hooks
+[alias]
+\tstatus = !{mark('alias_status')}
+\tls-tree = !{mark('alias_ls_tree')}
+\tcat-file = !{mark('alias_cat_file')}
+[diff "pwn"]
+\ttextconv = {mark('diff_textconv')} && cat
+[include]
+\tpath = ../included.cfg
+""")
+    for hook in ("post-checkout", "pre-commit", "reference-transaction", "post-index-change", "fsmonitor-watchman",
+                 "pre-auto-gc", "post-rewrite"):
+        (path / ".git" / "hooks" / hook).write_text(f"#!/bin/sh\ntouch {markers}/hook_{hook}\n")
+        (path / ".git" / "hooks" / hook).chmod(0o755)
+    time.sleep(1.1)  # every tracked file stat-dirty: `git status` would re-read each through the filter
+    (path / "exercises" / "02_triple" / "triple.py").write_text(sol2)
+    (path / "exercises" / "01_double" / "double.py").touch()
+    (path / ".gitattributes").touch()
+    return path
+
+
+def test_14_a_learner_repositorys_config_hooks_and_filters_never_run(course, tmp_path):
+    from grader.compare import sources
+    from grader.course import batch
+
+    markers = tmp_path / "markers"
+    fork = armed_fork(tmp_path / "fork", markers)
+    subprocess.run(["git", "-C", str(fork), "status"], capture_output=True)  # the payload is live: git obeys it
+    assert (markers / "filter_clean").exists() and (markers / "fsmonitor_or_askpass").exists()
+    for m in markers.iterdir():
+        m.unlink()
+    outcome = ci.run(course, fork, course / "solutions", jobs=1)
+    assert [(e.number, e.score, e.max_score) for e in outcome.run.exercises] == [(1, 4, 4), (2, 0, 2)]
+    assert any("02_triple/triple.py" in w and "not graded" in w for w in outcome.warnings)
+    assert not any("double.py" in w for w in outcome.warnings)  # touched, not changed
+    manifest = load(course / "exercises" / "manifest.toml")
+    (tmp_path / "gb").mkdir()
+    report = batch.run_batch(manifest, batch.locate_all([f"alice={fork}"]), course_root=course,
+                             hidden_root=course / "solutions", gradebook=tmp_path / "gb" / "g.sqlite", jobs=1)
+    assert sorted((u.exercise.number, r.score) for u, r in report.graded) == [(1, 4), (2, 0)]
+    assert batch.uncommitted_changes(report) == {"alice": ["02_triple/triple.py"]}
+    # grade compare reads the graded commit from the batch's copy, and a fork given directly by importing it
+    ex2 = manifest.get(2)
+    (tmp_path / "work").mkdir()
+    (sol,) = sources.from_gradebook(tmp_path / "gb" / "g.sqlite", ex2, tmp_path / "work")
+    assert sol.code(ex2) == (MINI / "exercises" / "02_triple" / "triple.py").read_text()
+    found, problems = sources.from_submissions([str(fork)], ex2, tmp_path / "cache", tmp_path / "work")
+    assert not problems and found[0].code(ex2) == sol.code(ex2) and found[0].content_hash == sol.content_hash
+    assert sorted(p.name for p in markers.iterdir()) == []
+
+
+def test_14_a_git_folder_that_is_a_link_or_a_pointer_is_not_followed(course, tmp_path):
+    from grader import gitsafe
+
+    real = git_fork(tmp_path / "real", {"exercises/01_double/double.py": SOL1})
+    linked = tmp_path / "linked"
+    (linked / "exercises" / "01_double").mkdir(parents=True)
+    (linked / "exercises" / "01_double" / "double.py").write_text("x = 1\n")
+    (linked / ".git").symlink_to(real / ".git")
+    pointer = tmp_path / "pointer"
+    shutil.copytree(linked / "exercises", pointer / "exercises")
+    (pointer / ".git").write_text(f"gitdir: {real / '.git'}\n")
+    for folder in (linked, pointer):
+        assert gitsafe.find_repository(folder)[0] is None
+        outcome = ci.run(course, folder, course / "solutions", numbers=[1], jobs=1)
+        assert outcome.run.exercises[0].score == 0  # its files on disk, not the commit it points at
+        assert any("does not follow" in w for w in outcome.warnings)
+
+
+# --- (15) disk ------------------------------------------------------------------------------------------
+
+FILL = """
+import os, time
+def fill(mb, files=0):
+    for i in range(files):
+        open(f"empty{i}", "w").close()
+    for i in range(mb):
+        with open(os.path.join(os.environ["TMPDIR"], f"f{i}.bin"), "wb") as fh:
+            fh.write(b"x" * (1 << 20))
+        time.sleep(0.005)
+    return "wrote it all"
+def double(x):
+    return 2 * x
+"""
+
+
+@pytest.mark.parametrize("private_fs", [True, False], ids=["tmpfs_when_root", "watchdog"])
+@pytest.mark.parametrize("what", ["bytes", "files"])
+def test_15_a_sandbox_that_writes_past_its_budget_is_stopped_and_its_disk_freed(tmp_path, private_fs, what):
+    from grader.sandbox import disk
+
+    snap = from_source(str(tmp_path / "double.py"), "double.py", FILL.encode())
+    with Sandbox(snap, timeout_s=60, disk_mb=8, private_fs=private_fs) as sb:
+        assert sb.call("double", 2) == 4
+        with pytest.raises(SubmissionError) as err:
+            sb.call("fill", *((64,) if what == "bytes" else (0, disk.SANDBOX_DISK_FILES + 10)))
+        base = sb._base
+        used = disk.usage(base)[0]
+    assert err.value.kind == "disk" and "more than 8 MiB" in err.value.message
+    assert used < (8 + 4 * 8) << 20  # stopped near the budget (the watchdog looks every 0.1 s)
+    assert not base.exists()
+
+
+def test_15_the_learner_is_told_their_code_wrote_too_much(course, monkeypatch):
+    from grader.sandbox import disk
+
+    monkeypatch.setattr(disk, "SANDBOX_DISK_MB", 8)
+    ex = grade_source(course, FILL + "fill(64)\n")  # at import: every check's sandbox stops there
+    assert ex.score == 0 and not ex.integrity and all(c.status != "integrity" for c in ex.checks)
+    ran = [c for c in ex.checks if c.status != "not_run"]
+    assert ran and all("wrote more than 8 MiB" in c.message or "more to disk than" in c.message for c in ran)
+
+
+def test_15_a_fork_is_fetched_within_a_budget_and_a_partial_clone_never_fetches_later(course, tmp_path,
+                                                                                      monkeypatch):
+    from grader import gitsafe
+
+    src = git_fork(tmp_path / "src", {"exercises/01_double/double.py": SOL1,
+                                      "exercises/01_double/table.txt": os.urandom(1 << 20).hex(),
+                                      "data/big.txt": os.urandom(3 << 20).hex()})
+    subprocess.run(["git", "-C", str(src), "config", "uploadpack.allowFilter", "true"], check=True)
+    monkeypatch.setattr(gitsafe, "REMOTE_PROTOCOLS", (*gitsafe.REMOTE_PROTOCOLS, "file"))
+    monkeypatch.setattr(gitsafe, "MAX_REPOSITORY_BYTES", 1 << 20)
+    with pytest.raises(gitsafe.GitError, match="over 1 MiB"):  # an import: counted as it copies
+        gitsafe.import_local(src / ".git", tmp_path / "imported.git")
+    monkeypatch.setattr(gitsafe, "MAX_FILE_BYTES", 1 << 20)  # table.txt and big.txt stay on the server...
+    store, commit = gitsafe.fetch_remote(f"file://{src}", tmp_path / "clone.git")
+    with store:
+        ex = load(course / "exercises" / "manifest.toml").get(1)
+        snap = read_commit(store, commit, ex.dir, ex.files)
+    assert snap.source() == SOL1.encode() and "table.txt" not in snap.files  # ...and are never fetched on demand
+    assert any(item.startswith("table.txt") for item in snap.left_out)
+    monkeypatch.setattr(gitsafe, "MAX_FILE_BYTES", 8 << 20)
+    monkeypatch.setattr(gitsafe, "MAX_REPOSITORY_BYTES", 2 << 20)
+    with pytest.raises(gitsafe.GitError, match="over 2 MiB"):  # the whole repository: stopped at the budget
+        gitsafe.fetch_remote(f"file://{src}", tmp_path / "clone2.git")
+    assert not (tmp_path / "clone2.git").exists() and not (tmp_path / "clone2.git.partial").exists()
