@@ -50,6 +50,9 @@ Grading for a course (``grader.course``, the README's "For courses" section):
   fixtures and cheats caught).
 * ``batch`` grades many forks, one (submission, exercise) unit per worker, and
   ``gradebook`` records every result in SQLite, resumably.
+* A learner's repository is data: ``grader.gitsafe`` is the only module that runs git, never
+  in a learner's repository (its objects are copied into one the grader made), and
+  ``grader.safepath`` judges every name a learner chose before it becomes a path.
 * ``grader.sandbox.user``: as root, learner code runs as an unprivileged user that cannot
   read the course's secrets.
 """

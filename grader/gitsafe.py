@@ -57,7 +57,7 @@ from grader.submission import MAX_FILE_BYTES  # blobs larger than this stay on t
 
 GIT_TIMEOUT_S = 600  # a clone or fetch over the network
 LOCAL_TIMEOUT_S = 120  # a command on a grader-owned repository
-MAX_REPOSITORY_BYTES = 256 << 20  # what one learner repository may occupy here, imported or cloned
+MAX_REPOSITORY_BYTES = 128 << 20  # what one learner repository may occupy here, imported or cloned
 MAX_LOOSE_OBJECTS = 100_000
 MAX_OBJECT_BYTES = 64 << 20  # one loose object, inflated
 WATCH_INTERVAL_S = 0.1  # how often a clone's size is measured while it runs
@@ -115,8 +115,9 @@ def _run(cmd: list[str], env: dict[str, str], *, cwd: str = "/", input: bytes | 
 
 
 def _verb(cmd: list[str]) -> str:
+    """The git command of ``cmd`` (``fetch`` in ``git -c k=v --git-dir D fetch ...``)."""
     args = cmd[1:]
-    while args and args[0] == "-c":
+    while args and args[0] in ("-c", "--git-dir"):
         args = args[2:]
     return args[0] if args else "git"
 

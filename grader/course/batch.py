@@ -65,6 +65,9 @@ from grader.submission import Snapshot, changed_files, read_commit, read_submiss
 _URL = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://|[\w.-]+@[\w.-]+:)")
 _NAMED = re.compile(r"^(?P<name>[A-Za-z0-9][\w.@+-]*)=(?P<source>.+)$")
 WORKER_STOPPED = 86  # exit status of a worker that stopped because it was told to
+#: What the clones next to one gradebook may occupy in all (each is at most
+#: ``gitsafe.MAX_REPOSITORY_BYTES``): past it, no further fork is fetched.
+MAX_CACHE_BYTES = 4 << 30
 
 
 class SourceError(ValueError):
@@ -216,6 +219,11 @@ def fetch(spec: Spec, cache: Path) -> Submission:
         return Submission(spec.label, spec.key, spec.source, Path(spec.source))
     dest = clone_path(cache, spec.label, spec.key)
     private_folder(cache)
+    from grader.sandbox.disk import usage
+
+    if usage(cache, stop_bytes=MAX_CACHE_BYTES)[0] > MAX_CACHE_BYTES:
+        raise FetchError(f"the clones in {cache} already take over {MAX_CACHE_BYTES >> 30} GiB, the most a batch "
+                         f"keeps; remove the clones of forks no longer graded")
     local = gitsafe.local_path_of(spec.source) if is_url(spec.source) else Path(spec.source)
     try:
         if local is None:
