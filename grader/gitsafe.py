@@ -130,7 +130,7 @@ class Store:
     def __init__(self, path: Path, shown_as: str = ""):
         self.path = Path(path)
         self.shown_as = shown_as or str(path)
-        self._reader: subprocess.Popen | None = None
+        self._readers: dict[str, subprocess.Popen] = {}
         self._lock = threading.Lock()
         self._trees: dict[str, bytes] = {}
 
@@ -145,38 +145,45 @@ class Store:
         return _run(["git", *_FIXED_CONFIG, *args], _fixed_env(self.path), cwd=str(self.path), input=input,
                     stdin=stdin)
 
-    @property
-    def hash_len(self) -> int:
-        return 32 if "sha256" in self.run("rev-parse", "--show-object-format").decode() else 20
-
     # -- objects, read raw -----------------------------------------------------------------
     def read(self, sha: str, limit: int) -> tuple[str, int, bytes | None] | None:
         """(type, size, contents) of the object ``sha`` -- contents None when it is over
-        ``limit`` bytes -- or None when the repository does not hold it."""
+        ``limit`` bytes, which are then never read -- or None when the repository does not
+        hold it.  Two long-lived ``cat-file`` processes answer: one for sizes, one for contents."""
         if not _HEX.match(sha.encode("ascii", "replace")):
             raise GitError(f"not an object name: {shown(sha)!r}")
         with self._lock:
-            proc = self._cat_file()
-            proc.stdin.write(sha.encode("ascii", "replace") + b"\n")
-            proc.stdin.flush()
-            header = proc.stdout.readline(512)
-            parts = header.split()
-            if len(parts) != 3:
-                if header.endswith(b" missing\n") or header.endswith(b" ambiguous\n"):
-                    return None
-                self.close()
-                raise GitError(f"git cat-file answered {header[:80]!r}")
-            kind, size = parts[1].decode(), int(parts[2])
+            header = self._ask("--batch-check", sha)
+            if header is None:
+                return None
+            kind, size = header
             if size > limit:
-                left = size + 1
-                while left:
-                    chunk = proc.stdout.read(min(left, 1 << 20))
-                    if not chunk:
-                        break
-                    left -= len(chunk)
                 return kind, size, None
+            if self._ask("--batch", sha) is None:
+                return None
+            proc = self._readers["--batch"]
             data = proc.stdout.read(size + 1)[:size]
+            if len(data) != size:
+                self.close()
+                raise GitError("git cat-file stopped in the middle of an object")
             return kind, size, data
+
+    def _ask(self, mode: str, sha: str) -> tuple[str, int] | None:
+        proc = self._cat_file(mode)
+        try:
+            proc.stdin.write(sha.encode("ascii") + b"\n")
+            proc.stdin.flush()
+        except OSError:
+            header = b""
+        else:
+            header = proc.stdout.readline(512)
+        parts = header.split()
+        if len(parts) == 3 and parts[2].isdigit():
+            return parts[1].decode("ascii", "replace"), int(parts[2])
+        if header.endswith((b" missing\n", b" ambiguous\n")):
+            return None
+        self.close()
+        raise GitError(f"git cat-file answered {header[:80]!r}")
 
     def tree(self, sha: str, limit: int) -> bytes | None:
         """The raw tree object ``sha`` (cached: the same folders are read for each exercise)."""
@@ -187,20 +194,20 @@ class Store:
             self._trees[sha] = got[2]
         return self._trees[sha]
 
-    def _cat_file(self) -> subprocess.Popen:
-        if self._reader is None or self._reader.poll() is not None:
+    def _cat_file(self, mode: str) -> subprocess.Popen:
+        reader = self._readers.get(mode)
+        if reader is None or reader.poll() is not None:
             try:
-                self._reader = subprocess.Popen(["git", *_FIXED_CONFIG, "cat-file", "--batch"],
-                                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                                stderr=subprocess.DEVNULL, env=_fixed_env(self.path),
-                                                cwd=str(self.path))
+                reader = self._readers[mode] = subprocess.Popen(
+                    ["git", *_FIXED_CONFIG, "cat-file", mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL, env=_fixed_env(self.path), cwd=str(self.path))
             except FileNotFoundError:
                 raise GitError("git is not installed; install it to grade git repositories") from None
-        return self._reader
+        return reader
 
     def close(self) -> None:
-        reader, self._reader = self._reader, None
-        if reader is not None:
+        readers, self._readers = self._readers, {}
+        for reader in readers.values():
             for stream in (reader.stdin, reader.stdout):
                 with contextlib.suppress(OSError):
                     stream.close()
@@ -358,7 +365,7 @@ def origin_url(git_dir: Path) -> str:
             value = value.split(" #", 1)[0].split(" ;", 1)[0].strip()
             if len(value) >= 2 and value[0] == value[-1] == '"':
                 value = value[1:-1]
-            return value
+            return shown(value)  # it ends up in labels and reports: nothing unprintable as is
     return ""
 
 
