@@ -351,6 +351,8 @@ def _read_commit(store, commit: str, exercise_dir: str, learner_files: tuple[str
         raise _RefusedTree(f"{commit[:12]} is not a commit of the repository")
     trees = _TreeReader(store, commit)
     top = got[2][5:5 + 2 * trees.hash_len + 1].strip().decode("ascii", "replace")
+    if len(top) != 2 * trees.hash_len or any(c not in "0123456789abcdef" for c in top):
+        raise _RefusedTree(f"commit {commit[:12]} is malformed (its tree line)")
 
     def child_tree(entries, name):
         return next((sha for mode, n, sha in entries if n == name and mode == "40000"), None)
@@ -364,16 +366,14 @@ def _read_commit(store, commit: str, exercise_dir: str, learner_files: tuple[str
         found = _search(trees, top, learner_files[0])
         if found is not None:
             folder, folder_sha = found
-        else:
-            folder, folder_sha = "", top
     prefix = "" if folder in ("", ".") else folder + "/"
     origin = f"{store.shown_as}@{commit[:12]}:{folder}"
     shown_path = str(Path(store.shown_as) / prefix / learner_files[0])  # where the learner file is in a checkout
-    wanted, left_out = _collect(trees, folder_sha, folder)
+    wanted, left_out = _collect(trees, folder_sha, folder) if folder_sha is not None else ({}, [])
     for name in learner_files:
         if name not in wanted:
             return Snapshot(origin, learner_files[0], {}, path=shown_path, problem=SnapshotProblem(
-                "missing_file", f"{name} was not found in {folder or 'the top folder'} of commit {commit[:12]}", name))
+                "missing_file", f"{name} was not found in {shown(folder) or 'the top folder'} of commit {commit[:12]}", name))
         mode = wanted[name][0]
         if mode == "120000":
             return Snapshot(origin, learner_files[0], {}, path=shown_path, problem=SnapshotProblem(
@@ -423,7 +423,7 @@ def _search(trees: _TreeReader, top: str, name: str) -> tuple[str, str] | None:
                 return None
             for mode, entry, child in trees.read(sha, path):
                 if mode == "40000":
-                    if entry not in SKIP_DIRS and not entry.startswith("."):
+                    if entry not in SKIP_DIRS and not entry.startswith(".") and problem_in_name(entry) is None:
                         below.append((f"{path}/{entry}" if path else entry, child))
                 elif entry == name:
                     hits.append((path, sha))
@@ -442,7 +442,7 @@ def _collect(trees: _TreeReader, sha: str, folder: str) -> tuple[dict[str, tuple
     while stack:
         rel, tree_sha, depth = stack.pop()
         if depth > MAX_TREE_DEPTH or trees.entries > MAX_TREE_ENTRIES:
-            left_out.append(f"{rel or '.'}/ (deeper or larger than the grader reads)")
+            left_out.append(f"{shown(rel) or '.'}/ (deeper or larger than the grader reads)")
             continue
         for mode, name, child in trees.read(tree_sha, f"{folder}/{rel}".strip("/")):
             path = f"{rel}/{name}" if rel else name
