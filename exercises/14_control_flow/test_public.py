@@ -1,0 +1,55 @@
+"""Public checks for exercise 14 (run by `grade exercise 14`; they carry no points).
+
+Fixed, readable inputs: x = [0.5, 1.0, -0.25] (and its negation) for the switch and the cond,
+[-2, -0.0, 0, 1e-30, 0.25, 4] for the square root.  The hidden checks test the same properties
+on inputs drawn at grading time; the answers to part D are judged there against what the
+installed JAX does (here only their form, and the two that part A's check shows anyway).
+"""
+
+import numpy as np
+
+from grader.exercises.ex14_control_flow.judges import (
+    judge_answers,
+    judge_piecewise_gradients,
+    judge_piecewise_values,
+    judge_sqrt_gradient,
+    judge_sqrt_values,
+    judge_switch,
+    judge_switch_structure,
+)
+from grader.testing import count_compiles, expect_compiles
+
+X = np.float32([0.5, 1.0, -0.25])
+
+
+def test_switch_small(submission):
+    indices = [-1, 0, 1, 2, 3]
+    judge_switch(submission.probe("ex14_control_flow:switch_values", indices, X), indices, X)
+    judge_switch_structure(submission.probe("ex14_control_flow:switch_structure", X))
+    x4 = np.float32([1.0, 2.0, 3.0, 4.0])  # a shape of its own: the calls below compile here
+    _, compiles = count_compiles(submission, "apply_branch", [{"args": [i, x4]} for i in (0, 1, 2, -1, 7)])
+    expect_compiles(compiles, at_least=1, at_most=1, what="apply_branch (indices 0, 1, 2, -1, 7)",
+                    hint="keep index an ordinary traced argument (not static) and let lax.switch choose")
+
+
+def test_piecewise_small(submission):
+    xs = [X, -X]  # sums 1.25 and -1.25
+    got = submission.probe("ex14_control_flow:piecewise_values", xs)
+    judge_piecewise_values(got, xs)
+    judge_piecewise_gradients(got, xs)
+    x4 = np.float32([1.0, -2.0, 0.5, 0.25])  # a shape of its own
+    _, compiles = count_compiles(submission, "piecewise", [{"args": [x4]}, {"args": [-x4]}, {"args": [2 * x4]}])
+    expect_compiles(compiles, at_least=1, at_most=1, what="piecewise (sums of both signs)",
+                    hint="jit piecewise itself and let lax.cond choose inside it")
+
+
+def test_safe_sqrt_small(submission):
+    x = np.float32([-2.0, -0.0, 0.0, 1e-30, 0.25, 4.0])
+    got = submission.probe("ex14_control_flow:safe_sqrt_values", x)
+    judge_sqrt_values(got, x)
+    judge_sqrt_gradient(got, x)
+
+
+def test_answers_small(submission, truth):
+    judge_answers(submission.call("answers"), truth.probe("ex14_control_flow:truth_answers"),
+                  keys=["switch_index_minus_1", "switch_index_5"])

@@ -1,0 +1,266 @@
+"""Exercise 14 (control flow under jit): draws, references and verdicts shared by the public and
+the hidden checks.  NumPy only, references in float64.  The truth about the statement's
+questions is not here: it is measured on the installed JAX by ``probes.truth_answers`` in the
+clean worker, every grading.
+
+Feedback for a hidden check names the *kind* of input that went wrong (an index below the
+range, a positive sum, an exact zero), never a drawn value: those go to ``measured`` and
+``expected``, which only the instructor reads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grader.feedback import CheckFailed, describe
+
+BRANCH_NAMES = ("scale", "wave", "square")
+
+
+# --- part A: lax.switch ------------------------------------------------------------------------------
+
+def branch(index: int, x: np.ndarray) -> np.ndarray:
+    """What the stub's BRANCHES[index] computes, with lax.switch's clamping of the index."""
+    i = min(max(int(index), 0), 2)
+    x = np.asarray(x, np.float64)
+    return 2.0 * x if i == 0 else np.sin(x) if i == 1 else x * x
+
+
+def index_label(index: int) -> str:
+    return "below_range" if index < 0 else "above_range" if index > 2 else f"index_{index}"
+
+
+def draw_indices(rng) -> list[int]:
+    """Every branch, an index below the range and one above it, and one more anywhere; shuffled."""
+    indices = [0, 1, 2, int(rng.integers(-6, 0)), int(rng.integers(3, 10)), int(rng.integers(-6, 10))]
+    return [int(i) for i in rng.permutation(indices)]
+
+
+def judge_switch(got: list, indices: list, x: np.ndarray) -> None:
+    for i, out in zip(indices, got):
+        want = branch(i, x)
+        if not isinstance(out, np.ndarray) or out.shape != want.shape or \
+                not np.allclose(out.astype(np.float64), want, rtol=1e-5, atol=1e-6):
+            kind = index_label(i)
+            if kind == "below_range":
+                advice = ("lax.switch clamps its index into range: an index below 0 runs branch 0 (not the last "
+                          "branch, as Python's negative indexing or a modulo would)")
+            elif kind == "above_range":
+                advice = ("lax.switch clamps its index into range: an index above the last runs the last branch "
+                          "(a modulo wraps it around instead)")
+            else:
+                advice = f"index {i} must run BRANCHES[{i}] ({BRANCH_NAMES[i]}) on x"
+            where = {"below_range": "an index below 0", "above_range": "an index above 2"}.get(kind, f"index {i}")
+            raise CheckFailed(
+                f"apply_branch({i}, x) differs from lax.switch's result", measured=describe(out) if not isinstance(
+                    out, np.ndarray) or out.shape != want.shape else
+                f"largest difference {float(np.max(np.abs(out - want))):.3g}",
+                expected=f"{BRANCH_NAMES[min(max(i, 0), 2)]}(x) (rtol 1e-5)", hint=advice,
+                diagnosis=f"apply_branch gives the wrong result for {where}", advice=advice)
+
+
+def judge_switch_structure(facts: dict) -> None:
+    conds, outside = facts["conds"], facts["outside"]
+    if "sin" in outside or not conds:
+        advice = ("use lax.switch(index, BRANCHES, x): it becomes one cond whose branches run only when chosen; "
+                  "jnp.where, jnp.select or arithmetic on the index compute every branch and then pick one")
+        raise CheckFailed("apply_branch computes branches that are not chosen", measured=(
+            f"conds with {conds} branches; outside them: {sorted(outside)}"),
+            expected="the branches' work only inside a cond", hint=advice,
+            diagnosis="the traced program computes a branch outside any cond: every branch runs, then one is "
+                      "picked", advice=advice)
+
+
+# --- part B: lax.cond ---------------------------------------------------------------------------------
+
+def reference_piecewise(x: np.ndarray) -> tuple[float, np.ndarray]:
+    """The value and gradient, float64, of sum(sin(x) * x) where sum(x) > 0 and sqrt(-sum(x)) elsewhere."""
+    x = np.asarray(x, np.float64)
+    s = x.sum()
+    if s > 0:
+        return float(np.sum(np.sin(x) * x)), np.cos(x) * x + np.sin(x)
+    return float(np.sqrt(-s)), np.full_like(x, -0.5 / np.sqrt(-s))
+
+
+def draw_piecewise_inputs(rng, n: int | None = None, count: int = 4) -> list[np.ndarray]:
+    """Vectors whose sums are positive and negative (both, every time), never within 0.2 of 0."""
+    n = int(rng.integers(3, 9)) if n is None else n
+    out = []
+    for k in range(count):
+        sign = 1.0 if k % 2 == 0 else -1.0
+        while True:
+            x = rng.normal(size=n).astype(np.float32)
+            if abs(float(x.astype(np.float64).sum())) >= 0.2:
+                break
+        if np.sign(x.astype(np.float64).sum()) != sign:
+            x = -x
+        out.append(x)
+    return [out[i] for i in rng.permutation(len(out))]
+
+
+def sign_label(x: np.ndarray) -> str:
+    return "positive_sum" if float(np.asarray(x, np.float64).sum()) > 0 else "negative_sum"
+
+
+def _where(x) -> str:
+    return "a positive sum" if sign_label(x) == "positive_sum" else "a negative sum"
+
+
+def judge_piecewise_values(got: list, xs: list) -> None:
+    for out, x in zip(got, xs):
+        want, _ = reference_piecewise(x)
+        value = out.get("value")
+        if "value_error" in out or not isinstance(value, np.ndarray) or value.shape != () or \
+                not np.isclose(float(value), want, rtol=1e-5, atol=1e-6):
+            advice = ("piecewise(x) = lax.cond(jnp.sum(x) > 0, positive_branch, negative_branch, x): the predicate "
+                      "is a traced boolean, so a Python `if` cannot decide it under jax.jit")
+            raise CheckFailed(f"piecewise(x) differs from the branch its sum selects ({_where(x)})",
+                              measured=out.get("value_error") or (describe(value) if not isinstance(value, np.ndarray)
+                                                                  or value.shape != () else repr(float(value))),
+                              expected=f"{want:.7g} (rtol 1e-5)", hint=advice,
+                              diagnosis=f"piecewise's value is wrong, or it raised, for an input with {_where(x)}",
+                              advice=advice)
+
+
+def judge_piecewise_gradients(got: list, xs: list) -> None:
+    for out, x in zip(got, xs):
+        _, want = reference_piecewise(x)
+        grad = out.get("grad")
+        if "grad_error" in out or not isinstance(grad, np.ndarray) or grad.shape != want.shape:
+            advice = "jax.grad(piecewise)(x) must work: build piecewise from JAX operations (lax.cond), under jit"
+            raise CheckFailed(f"jax.grad(piecewise) failed for an input with {_where(x)}",
+                              measured=out.get("grad_error") or describe(grad), expected=f"f32[{want.size}]",
+                              hint=advice, diagnosis=f"jax.grad(piecewise) raised or gave the wrong shape for an input "
+                                                     f"with {_where(x)}", advice=advice)
+        if not np.all(np.isfinite(grad)):
+            advice = ("the gradient holds NaN: jnp.where computes and differentiates both branches, and the branch "
+                      "that is not taken (sqrt of a negative number) poisons the gradient even though its value is "
+                      "never selected; lax.cond differentiates only the branch that runs")
+            raise CheckFailed(f"jax.grad(piecewise) is not finite for an input with {_where(x)}",
+                              measured=f"{int(np.sum(~np.isfinite(grad)))} non-finite entries", expected="finite",
+                              hint=advice, diagnosis=f"the gradient of piecewise holds NaN or inf for an input with "
+                                                     f"{_where(x)}", advice=advice)
+        if not np.allclose(grad.astype(np.float64), want, rtol=1e-4, atol=1e-5):
+            advice = "the gradient is that of the branch the sum selects: no stop_gradient, no casts, no other branch"
+            raise CheckFailed(f"jax.grad(piecewise) differs from the float64 reference ({_where(x)})",
+                              measured=f"largest difference {float(np.max(np.abs(grad - want))):.3g}",
+                              expected="the selected branch's gradient (rtol 1e-4)", hint=advice,
+                              diagnosis=f"the gradient of piecewise differs from the reference for an input with "
+                                        f"{_where(x)}", advice=advice)
+
+
+# --- part C: a square root with a finite gradient -----------------------------------------------------
+
+def draw_sqrt_input(rng) -> np.ndarray:
+    """Negative numbers, exact zeros (both signs), tiny positives and ordinary positives, shuffled."""
+    parts = [-rng.uniform(0.01, 10.0, size=3), np.float64([0.0, -0.0]),
+             10.0 ** rng.uniform(-30, -20, size=2), rng.uniform(0.01, 100.0, size=3)]
+    return rng.permutation(np.concatenate(parts)).astype(np.float32)
+
+
+def sqrt_labels(x: np.ndarray) -> set[str]:
+    labels = set()
+    for v in np.asarray(x, np.float64):
+        labels.add("negative" if v < 0 else "zero" if v == 0 else "tiny_positive" if v < 1e-10 else "positive")
+    return labels
+
+
+def reference_sqrt(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(x, np.float64)
+    pos = x > 0
+    value = np.where(pos, np.sqrt(np.where(pos, x, 1.0)), 0.0)
+    grad = np.where(pos, 0.5 / np.sqrt(np.where(pos, x, 1.0)), 0.0)
+    return value, grad
+
+
+def _kinds(x: np.ndarray, bad: np.ndarray) -> str:
+    names = {"negative": "negative inputs", "zero": "exact zeros", "tiny_positive": "tiny positive inputs",
+             "positive": "ordinary positive inputs"}
+    return ", ".join(names[k] for k in ("negative", "zero", "tiny_positive", "positive")
+                     if k in sqrt_labels(np.asarray(x)[bad]))
+
+
+def judge_sqrt_values(got: dict, x: np.ndarray) -> None:
+    want, _ = reference_sqrt(x)
+    value = got.get("value")
+    if "value_error" in got or not isinstance(value, np.ndarray) or value.shape != want.shape:
+        advice = "safe_sqrt(x) is elementwise and must trace under jax.jit: jnp operations only, no Python if"
+        raise CheckFailed("safe_sqrt(x) under jax.jit failed", measured=got.get("value_error") or describe(value),
+                          expected=f"f32[{want.size}]", hint=advice,
+                          diagnosis="safe_sqrt raised under jax.jit or returned the wrong shape", advice=advice)
+    v = value.astype(np.float64)
+    bad = ~(np.isclose(v, want, rtol=1e-6, atol=0.0) | ((want == 0) & (v == 0)))
+    if bad.any():
+        advice = ("safe_sqrt(x) is sqrt(x) where x > 0 and exactly 0 where x <= 0: no epsilon added or clipped in "
+                  "(sqrt(1e-12) is 1e-6, not 0)")
+        raise CheckFailed(f"safe_sqrt's value is wrong on {_kinds(x, bad)}",
+                          measured=f"{int(bad.sum())} of {bad.size} values off", expected="sqrt(x) for x > 0, 0 else",
+                          hint=advice, diagnosis=f"safe_sqrt's value is wrong on {_kinds(x, bad)}", advice=advice)
+
+
+def judge_sqrt_gradient(got: dict, x: np.ndarray) -> None:
+    _, want = reference_sqrt(x)
+    grad = got.get("grad")
+    if "grad_error" in got or not isinstance(grad, np.ndarray) or grad.shape != want.shape:
+        advice = "jax.grad of sum(safe_sqrt(x)) must work under jax.jit: jnp operations only"
+        raise CheckFailed("the gradient of safe_sqrt failed", measured=got.get("grad_error") or describe(grad),
+                          expected=f"f32[{want.size}]", hint=advice,
+                          diagnosis="jax.grad through safe_sqrt raised or gave the wrong shape", advice=advice)
+    g = grad.astype(np.float64)
+    finite = np.isfinite(g)
+    bad = ~finite | ~(np.isclose(g, want, rtol=1e-5, atol=0.0) | ((want == 0) & (g == 0)))
+    if bad.any():
+        if not finite.all():
+            advice = ("the gradient is NaN or inf where the value is fine: jnp.where(x > 0, jnp.sqrt(x), 0.0) still "
+                      "differentiates sqrt at x <= 0 (an infinite slope times a zero is NaN). Take the square root of "
+                      "a safe input: jnp.where(x > 0, jnp.sqrt(jnp.where(x > 0, x, 1.0)), 0.0)")
+        else:
+            advice = ("the gradient is 1 / (2 sqrt(x)) where x > 0 and exactly 0 where x <= 0: no epsilon in the "
+                      "input (it changes the slope of tiny positive inputs) and no clip that leaks a slope at 0")
+        raise CheckFailed(f"the gradient of safe_sqrt is wrong on {_kinds(x, bad)}",
+                          measured=f"{int(bad.sum())} of {bad.size} entries off ({int((~finite).sum())} not finite)",
+                          expected="1/(2 sqrt(x)) for x > 0, 0 for x <= 0 (rtol 1e-5)", hint=advice,
+                          diagnosis=f"the gradient of safe_sqrt is wrong on {_kinds(x, bad)}" + (
+                              " (NaN or inf)" if not finite.all() else ""), advice=advice)
+
+
+# --- part D: the questions ------------------------------------------------------------------------------
+
+ANSWER_TYPES = {"cond_branches_traced": int, "switch_index_minus_1": int, "switch_index_5": int,
+                "jit_if_error": str, "grad_if_raises": bool, "where_grad_finite": bool}
+QUESTIONS = {
+    "cond_branches_traced": "how many of lax.cond's two branch functions run in Python when the jitted function "
+                            "is traced",
+    "switch_index_minus_1": "which branch lax.switch runs for the index -1",
+    "switch_index_5": "which branch lax.switch runs for the index 5 (three branches)",
+    "jit_if_error": "the class of the error a Python `if` on a traced value raises under jax.jit",
+    "grad_if_raises": "whether plain jax.grad (no jit) of a function with that `if` raises",
+    "where_grad_finite": "whether the jnp.where version of piecewise has a finite gradient at a positive sum",
+}
+
+
+def judge_answers_shape(got) -> None:
+    if type(got) is not dict:
+        raise CheckFailed("answers() should return a dict", measured=describe(got), expected="a dict",
+                          hint="return a dict with the six keys of the docstring",
+                          diagnosis="answers() did not return a dict", advice="return a dict with the six keys")
+    for key, t in ANSWER_TYPES.items():
+        if key not in got or type(got[key]) is not t:
+            advice = f"answers()[{key!r}] must be a {t.__name__}: {QUESTIONS[key]}"
+            raise CheckFailed(f"answers()[{key!r}] is missing or not a {t.__name__}",
+                              measured="missing" if key not in got else type(got[key]).__name__,
+                              expected=t.__name__, hint=advice,
+                              diagnosis=f"answers() lacks {key!r} or gives it the wrong type", advice=advice)
+
+
+def judge_answers(got: dict, truth: dict, keys=None) -> None:
+    judge_answers_shape(got)
+    wrong = [k for k in (keys or ANSWER_TYPES) if got[k] != truth[k]]
+    if wrong:
+        advice = ("run each question on the JAX you have (a jitted function whose branches append to a list, a "
+                  "switch with an index out of range, a try/except around the jitted `if`, ...) and read the answer "
+                  "off what it does; course texts and older JAX versions differ")
+        raise CheckFailed(f"{len(wrong)} answer(s) differ from what the installed JAX does: {', '.join(wrong)}",
+                          measured="; ".join(f"{k}={got[k]!r}" for k in wrong),
+                          expected="; ".join(f"{k}={truth[k]!r}" for k in wrong), hint=advice,
+                          diagnosis="wrong: " + "; ".join(QUESTIONS[k] for k in wrong), advice=advice)

@@ -1,0 +1,147 @@
+"""Probes for exercise 14 (control flow under jit), run in the sandbox beside the learner's code,
+and one run in the clean worker.  Each returns plain data; the verdicts are the tests'.
+
+``switch_values(ctx, indices, x)``
+    ``apply_branch(i, x)`` for each Python int ``i``.
+``switch_structure(ctx, x)``
+    the jaxpr of ``apply_branch`` with a traced index: the number of branches of every
+    ``cond`` in it, and the primitives that run *outside* any ``cond`` branch (at every depth,
+    nested ``jit`` included), so a program that computes every branch and selects shows its
+    ``sin`` there.
+``piecewise_values(ctx, xs)`` / ``safe_sqrt_values(ctx, x)``
+    the value and ``jax.grad`` of the learner's function (``piecewise(x)`` as the learner
+    jitted it; ``safe_sqrt`` under our ``jax.jit``, its gradient that of ``sum(safe_sqrt(x))``);
+    an error is recorded as its first line.
+``truth_answers(ctx)`` (clean worker)
+    the answers to the statement's questions, measured on the installed JAX.
+
+JAX entry points are bound at import, before the learner's module loads.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from grader import jaxcompat
+
+_jit = jax.jit
+_grad = jax.grad
+_make_jaxpr = jax.make_jaxpr
+_device_put = jax.device_put
+_block = jax.block_until_ready
+_sum = jnp.sum
+_where = jnp.where
+_sqrt = jnp.sqrt
+_sin = jnp.sin
+_cond = jax.lax.cond
+_switch = jax.lax.switch
+_asarray = np.asarray
+_isfinite = np.isfinite
+_jaxprs_in_params = jaxcompat.jaxprs_in_params
+
+
+def _first_line(exc: BaseException) -> str:
+    if isinstance(exc, NotImplementedError):
+        raise exc
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
+
+
+def switch_values(ctx, indices: list, x) -> list:
+    fn = ctx.function("apply_branch")
+    x = _device_put(x)
+    return [_asarray(_block(fn(int(i), x))) for i in indices]
+
+
+def _inner(jaxpr):
+    return getattr(jaxpr, "jaxpr", jaxpr)
+
+
+def switch_structure(ctx, x) -> dict:
+    """Which primitives run outside every ``cond`` branch, and how many branches each ``cond`` has."""
+    fn = ctx.function("apply_branch")
+    closed = _make_jaxpr(fn)(_device_put(np.int32(1)), _device_put(x))
+    conds, outside = [], {}
+    stack = [_inner(closed)]
+    while stack:
+        for eqn in stack.pop().eqns:
+            name = eqn.primitive.name
+            if name == "cond":
+                conds.append(len(eqn.params.get("branches", ())))
+                continue  # what a branch does runs only when it is chosen
+            outside[name] = outside.get(name, 0) + 1
+            stack.extend(_inner(sub) for sub in _jaxprs_in_params(eqn.params))
+    return {"conds": conds, "outside": outside}
+
+
+def _value_and_grad(f, x) -> dict:
+    out = {}
+    try:
+        out["value"] = _asarray(_block(f(x)))
+    except Exception as exc:  # noqa: BLE001 - measured, not judged
+        out["value_error"] = _first_line(exc)
+    try:
+        out["grad"] = _asarray(_block(_grad(lambda v: _sum(f(v)))(x)))
+    except Exception as exc:  # noqa: BLE001
+        out["grad_error"] = _first_line(exc)
+    return out
+
+
+def piecewise_values(ctx, xs: list) -> list:
+    fn = ctx.function("piecewise")
+    return [_value_and_grad(fn, _device_put(x)) for x in xs]
+
+
+def safe_sqrt_values(ctx, x) -> dict:
+    fn = ctx.function("safe_sqrt")
+    return _value_and_grad(_jit(fn), _device_put(x))
+
+
+# --- the truth about the questions, in the clean worker ----------------------------------------------
+
+def truth_answers(ctx) -> dict:
+    """What the installed JAX does (the statement's questions, in its order)."""
+    traced: list[str] = []
+
+    def left(v):
+        traced.append("left")
+        return v + 1.0
+
+    def right(v):
+        traced.append("right")
+        return v - 1.0
+
+    _block(_jit(lambda v: _cond(_sum(v) > 0, left, right, v))(jnp.ones(3)))
+    branches = (lambda v: v * 0.0, lambda v: v * 0.0 + 1.0, lambda v: v * 0.0 + 2.0)
+    switch = _jit(lambda i, v: _switch(i, branches, v))
+
+    def with_if(v):
+        if v.sum() > 0:
+            return v * 2.0
+        return -v
+
+    try:
+        _jit(with_if)(jnp.ones(3))
+        jit_error = ""
+    except Exception as exc:  # noqa: BLE001 - the answer is the class of what was raised
+        jit_error = type(exc).__name__
+    try:
+        _grad(lambda v: _sum(with_if(v)))(jnp.ones(3))
+        grad_raises = False
+    except Exception:  # noqa: BLE001
+        grad_raises = True
+    positive = jnp.asarray([0.5, 1.0, -0.25], jnp.float32)
+
+    def with_where(v):
+        s = _sum(v)
+        return _where(s > 0, _sum(_sin(v) * v), _sqrt(-s))
+
+    where_grad = _asarray(_grad(with_where)(positive))
+    return {"cond_branches_traced": len(set(traced)),
+            "switch_index_minus_1": int(round(float(switch(-1, jnp.zeros(())).item()))),
+            "switch_index_5": int(round(float(switch(5, jnp.zeros(())).item()))),
+            "jit_if_error": jit_error,
+            "grad_if_raises": grad_raises,
+            "where_grad_finite": bool(_isfinite(where_grad).all())}

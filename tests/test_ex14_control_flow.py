@@ -1,0 +1,111 @@
+"""Exercise 14's trusted side and probes, against the live JAX: the float64 references equal what
+JAX computes, the structure probe tells a switch from computing every branch, the truth about
+the questions is what the statement says, and the verdicts name the mistakes they catch."""
+
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from grader.exercises.ex14_control_flow import judges, probes
+from grader.feedback import CheckFailed
+
+BRANCHES = (lambda x: 2.0 * x, jnp.sin, lambda x: x * x)
+
+
+def _ctx(**functions):
+    return types.SimpleNamespace(function=lambda name: functions[name])
+
+
+def test_truth_answers_are_what_the_statement_measured():
+    assert probes.truth_answers(None) == {"cond_branches_traced": 2, "switch_index_minus_1": 0, "switch_index_5": 2,
+                                          "jit_if_error": "TracerBoolConversionError", "grad_if_raises": False,
+                                          "where_grad_finite": False}
+
+
+def test_switch_reference_clamps_like_lax_switch():
+    x = np.float32([0.5, -1.0, 2.0])
+    switch = jax.jit(lambda i, v: lax.switch(i, BRANCHES, v))
+    for i in range(-4, 8):
+        np.testing.assert_allclose(np.asarray(switch(i, x)), judges.branch(i, x), rtol=1e-6)
+    wrapped = [np.asarray(jax.jit(lambda i, v: lax.switch(i % 3, BRANCHES, v))(i, x)) for i in (-1, 5)]
+    with pytest.raises(CheckFailed) as err:
+        judges.judge_switch(wrapped, [-1, 5], x)
+    assert "below 0" in err.value.diagnosis
+
+
+def test_structure_probe_tells_switch_from_select():
+    x = np.float32([1.0, 2.0])
+    switch = jax.jit(lambda i, v: lax.switch(i, BRANCHES, v))
+    facts = probes.switch_structure(_ctx(apply_branch=switch), x)
+    assert facts["conds"] == [3] and "sin" not in facts["outside"]
+    judges.judge_switch_structure(facts)
+
+    def select(i, v):
+        i = jnp.clip(i, 0, 2)
+        return jnp.select([i == 0, i == 1, i == 2], [f(v) for f in BRANCHES])
+
+    facts = probes.switch_structure(_ctx(apply_branch=jax.jit(select)), x)
+    with pytest.raises(CheckFailed):
+        judges.judge_switch_structure(facts)
+    nested = jax.jit(lambda i, v: lax.cond(i <= 0, BRANCHES[0], lambda u: lax.cond(i == 1, BRANCHES[1],
+                                                                                  BRANCHES[2], u), v))
+    judges.judge_switch_structure(probes.switch_structure(_ctx(apply_branch=nested), x))
+
+
+def _pos(x):
+    return jnp.sum(jnp.sin(x) * x)
+
+
+def _neg(x):
+    return jnp.sqrt(-jnp.sum(x))
+
+
+def test_piecewise_reference_and_the_where_trap():
+    xs = judges.draw_piecewise_inputs(np.random.default_rng(0))
+    assert {judges.sign_label(x) for x in xs} == {"positive_sum", "negative_sum"}
+    cond = jax.jit(lambda v: lax.cond(jnp.sum(v) > 0, _pos, _neg, v))
+    got = probes.piecewise_values(_ctx(piecewise=cond), xs)
+    for out, x in zip(got, xs):
+        value, grad = judges.reference_piecewise(x)
+        assert float(out["value"]) == pytest.approx(value, rel=1e-5)
+        np.testing.assert_allclose(out["grad"], grad, rtol=1e-4, atol=1e-6)
+    judges.judge_piecewise_values(got, xs)
+    judges.judge_piecewise_gradients(got, xs)
+    where = jax.jit(lambda v: jnp.where(jnp.sum(v) > 0, _pos(v), _neg(v)))
+    got = probes.piecewise_values(_ctx(piecewise=where), xs)
+    judges.judge_piecewise_values(got, xs)
+    with pytest.raises(CheckFailed) as err:
+        judges.judge_piecewise_gradients(got, xs)
+    assert "NaN" in err.value.diagnosis and "positive" in err.value.diagnosis
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_sqrt_reference_and_what_each_mistake_breaks(seed):
+    x = judges.draw_sqrt_input(np.random.default_rng(seed))
+    assert judges.sqrt_labels(x) == {"negative", "zero", "tiny_positive", "positive"}
+    double = lambda v: jnp.where(v > 0, jnp.sqrt(jnp.where(v > 0, v, 1.0)), 0.0)  # noqa: E731
+    got = probes.safe_sqrt_values(_ctx(safe_sqrt=double), x)
+    judges.judge_sqrt_values(got, x)
+    judges.judge_sqrt_gradient(got, x)
+    single = probes.safe_sqrt_values(_ctx(safe_sqrt=lambda v: jnp.where(v > 0, jnp.sqrt(v), 0.0)), x)
+    judges.judge_sqrt_values(single, x)
+    with pytest.raises(CheckFailed, match="negative inputs, exact zeros"):
+        judges.judge_sqrt_gradient(single, x)
+    eps = probes.safe_sqrt_values(_ctx(safe_sqrt=lambda v: jnp.sqrt(jnp.maximum(v, 1e-12))), x)
+    with pytest.raises(CheckFailed):
+        judges.judge_sqrt_values(eps, x)
+
+
+def test_answers_judge_types_before_values():
+    truth = probes.truth_answers(None)
+    judges.judge_answers(dict(truth), truth)
+    with pytest.raises(CheckFailed, match="jit_if_error"):
+        judges.judge_answers({**truth, "jit_if_error": 1}, truth)
+    with pytest.raises(CheckFailed) as err:
+        judges.judge_answers({**truth, "cond_branches_traced": 1}, truth)
+    assert "how many" in err.value.diagnosis
+    judges.judge_answers({**truth, "cond_branches_traced": 1}, truth, keys=["switch_index_5"])
