@@ -11,7 +11,7 @@ uses, so whatever it watches really traces and compiles during its own request.
 
 import numpy as np
 
-from grader.coverage import Coverage, ensure
+from grader.coverage import Coverage, check_rng, ensure
 from grader.exercises.ex13_pytrees import trees
 from grader.exercises.ex13_pytrees.judges import (
     ACTIVATIONS,
@@ -83,8 +83,9 @@ def test_dense_is_a_pytree(submission, rng):
         judge_dense_pytree(view, case, activation)
 
 
-def test_dense_apply_matches(submission, rng):
-    for activation, case, view in dense_views(submission, rng):
+def test_dense_apply_matches(submission, seed):
+    # the layers of dense_is_a_pytree (its generator's draws): the compiled gradients are shared
+    for activation, case, view in dense_views(submission, check_rng(seed, "test_dense_is_a_pytree")):
         judge_dense_values(view, case, activation)
 
 

@@ -7,12 +7,13 @@ in float64.  The answers of part D are judged against what the installed JAX doe
 the clean worker at grading time (``ex14_control_flow:truth_answers``).
 
 The compile-count checks use vector lengths no other check uses, so the compilations they
-count happen during their own requests.
+count happen during their own requests; the gradient check of part B reuses the value check's
+inputs (and so its compiled programs).
 """
 
 import numpy as np
 
-from grader.coverage import Coverage, ensure
+from grader.coverage import Coverage, check_rng, ensure
 from grader.exercises.ex14_control_flow.judges import (
     draw_indices,
     draw_piecewise_inputs,
@@ -50,9 +51,6 @@ COVERAGE = {
                                      test="test_switch_compiles_once"),
     "piecewise_matches": Coverage(required=SIGN_CASES, labels=lambda rng: {sign_label(x) for x in piecewise_case(rng)},
                                   test="test_piecewise_matches"),
-    "piecewise_gradient_matches": Coverage(required=SIGN_CASES,
-                                           labels=lambda rng: {sign_label(x) for x in piecewise_case(rng)},
-                                           test="test_piecewise_gradient_matches"),
     "safe_sqrt_matches": Coverage(required=SQRT_CASES, labels=lambda rng: sqrt_labels(draw_sqrt_input(rng)),
                                   test="test_safe_sqrt_matches"),
     "safe_sqrt_gradient_finite": Coverage(required=SQRT_CASES, labels=lambda rng: sqrt_labels(draw_sqrt_input(rng)),
@@ -92,8 +90,9 @@ def test_piecewise_matches(submission, rng):
     judge_piecewise_values(submission.probe("ex14_control_flow:piecewise_values", xs), xs)
 
 
-def test_piecewise_gradient_matches(submission, rng):
-    xs = piecewise_case(rng)
+def test_piecewise_gradient_matches(submission, seed):
+    # the inputs of piecewise_matches (its generator's draws, covered there): nothing compiles twice
+    xs = piecewise_case(check_rng(seed, "test_piecewise_matches"))
     ensure("piecewise_gradient_matches", SIGN_CASES, {sign_label(x) for x in xs})
     judge_piecewise_gradients(submission.probe("ex14_control_flow:piecewise_values", xs), xs)
 

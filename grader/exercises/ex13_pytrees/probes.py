@@ -13,7 +13,8 @@ return goes back as a description.  Each probe measures; the verdicts are the te
 ``dense_view(ctx, w, b, activation, x, cotangent, other)``
     builds ``Dense(w=w, b=b, activation=activation)``: its leaves, whether its tree structure
     changes with the activation (``other``), ``apply(layer, x)``, and ``jax.grad`` of
-    ``sum(apply(layer, x) * cotangent)`` in the layer: its type, activation and fields.
+    ``sum(apply(layer, x) * cotangent)`` in the layer (under our ``jax.jit``): its type,
+    activation and fields.
 ``dense_compiles(ctx, calls)``
     ``apply`` once per ``{"w", "b", "activation", "x"}`` (layers built first), recorded.
 ``pure_run(ctx, w, batches, lrs, record)``
@@ -82,6 +83,17 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
 
 
+_GRADS: dict = {}
+
+
+def _layer_grad(apply):
+    """``jax.grad`` in the layer of ``sum(apply(layer, x) * cotangent)``, jitted once per ``apply``
+    (one compile per shape and activation, shared by every check that asks again)."""
+    if id(apply) not in _GRADS:
+        _GRADS[id(apply)] = (apply, _jit(_grad(lambda lyr, x, cot: _sum(apply(lyr, x) * cot))))
+    return _GRADS[id(apply)][1]
+
+
 def dense_view(ctx, w, b, activation: str, x, cotangent, other: str) -> dict:
     apply = ctx.function("apply")
     layer = _layer(ctx, w, b, activation)
@@ -91,7 +103,7 @@ def dense_view(ctx, w, b, activation: str, x, cotangent, other: str) -> dict:
             "static_in_structure": _structure(layer) != _structure(_layer(ctx, w, b, other))}
     try:
         view["output"] = _plain(_block(apply(layer, x)))
-        g = _block(_grad(lambda lyr: _sum(apply(lyr, x) * cot))(layer))
+        g = _block(_layer_grad(apply)(layer, x, cot))
     except NotImplementedError:
         raise
     except Exception as exc:  # noqa: BLE001 - measured, not judged: the check says what it means
