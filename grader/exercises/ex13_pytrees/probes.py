@@ -65,9 +65,9 @@ def norm_of(ctx, desc: dict) -> dict:
 
 def ravel_of(ctx, desc: dict, new_vec: np.ndarray) -> dict:
     out = ctx.function("ravel")(_tree(desc))
-    if type(out) is not tuple or len(out) != 2 or not callable(out[1]):
+    if type(out) not in (tuple, list) or len(out) != 2 or not callable(out[1]):
         return {"error": "ravel should return a pair (vec, unravel) whose second item is a function",
-                "got": _plain(out) if type(out) is not tuple else {"kind": "tuple", "items": [
+                "got": _plain(out) if type(out) not in (tuple, list) else {"kind": type(out).__name__, "items": [
                     _plain(v) if not callable(v) else {"kind": "other", "type": "function"} for v in out]}}
     vec, unravel = out
     rebuilt = _block(_jit(unravel)(_device_put(np.asarray(new_vec, np.float32))))

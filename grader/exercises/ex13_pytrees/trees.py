@@ -205,7 +205,8 @@ def difference(got: dict, want: dict, *, rtol: float = 1e-5, atol: float = 1e-6,
         if str(g.dtype) != str(w.dtype):
             return path, f"expected {w.dtype}, got {g.dtype}", "leaf_dtype"
         if not np.allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol):
-            return path, "the leaf's values differ", "leaf_values"
+            show = lambda a: np.array2string(a.ravel()[:6], precision=4) + (" ..." if a.size > 6 else "")  # noqa: E731
+            return path, f"the leaf's values differ: got {show(g)}, expected {show(w)}", "leaf_values"
         return None
     if gk != wk or (wk == "namedtuple" and got.get("name") != want["name"]):
         return path, f"expected {_what(want)}, got {_what(got)}", wk
