@@ -12,9 +12,9 @@ return goes back as a description.  Each probe measures; the verdicts are the te
     ``vec, unravel = ravel(tree)``; ``vec``, and ``jax.jit(unravel)(new_vec)`` described.
 ``dense_view(ctx, w, b, activation, x, cotangent, other)``
     builds ``Dense(w=w, b=b, activation=activation)``: its leaves, whether its tree structure
-    changes with the activation (``other``), ``apply(layer, x)``, and ``jax.grad`` of
-    ``sum(apply(layer, x) * cotangent)`` in the layer (under our ``jax.jit``): its type,
-    activation and fields.
+    changes with the activation (``other``), ``apply(layer, x)`` and the gradient of
+    ``sum(apply(layer, x) * cotangent)`` in the layer (``jax.vjp``, under one ``jax.jit`` of
+    ours): its type, activation and fields.
 ``dense_compiles(ctx, calls)``
     ``apply`` once per ``{"w", "b", "activation", "x"}`` (layers built first), recorded.
 ``pure_run(ctx, w, batches, lrs, record)``
@@ -35,7 +35,7 @@ from grader.compiles import CompileRecorder
 from grader.exercises.ex13_pytrees import trees
 
 _jit = jax.jit
-_grad = jax.grad
+_vjp = jax.vjp
 _leaves = jax.tree.leaves
 _structure = jax.tree.structure
 _device_put = jax.device_put
@@ -86,11 +86,16 @@ def _first_line(exc: BaseException) -> str:
 _GRADS: dict = {}
 
 
-def _layer_grad(apply):
-    """``jax.grad`` in the layer of ``sum(apply(layer, x) * cotangent)``, jitted once per ``apply``
-    (one compile per shape and activation, shared by every check that asks again)."""
+def _layer_vjp(apply):
+    """``(apply(layer, x), gradient in the layer of sum(apply(layer, x) * cotangent))`` under one
+    ``jax.jit`` per ``apply``: one compile per shape and activation, shared by every check that
+    asks again."""
     if id(apply) not in _GRADS:
-        _GRADS[id(apply)] = (apply, _jit(_grad(lambda lyr, x, cot: _sum(apply(lyr, x) * cot))))
+        def run(lyr, x, cot):
+            out, pullback = _vjp(lambda layer: apply(layer, x), lyr)
+            return out, pullback(cot)[0]
+
+        _GRADS[id(apply)] = (apply, _jit(run))
     return _GRADS[id(apply)][1]
 
 
@@ -102,8 +107,8 @@ def dense_view(ctx, w, b, activation: str, x, cotangent, other: str) -> dict:
     view = {"leaves": [_plain(leaf) for leaf in leaves[:8]], "num_leaves": len(leaves),
             "static_in_structure": _structure(layer) != _structure(_layer(ctx, w, b, other))}
     try:
-        view["output"] = _plain(_block(apply(layer, x)))
-        g = _block(_layer_grad(apply)(layer, x, cot))
+        out, g = _block(_layer_vjp(apply)(layer, x, cot))
+        view["output"] = _plain(out)
     except NotImplementedError:
         raise
     except Exception as exc:  # noqa: BLE001 - measured, not judged: the check says what it means

@@ -12,8 +12,9 @@ and one run in the clean worker.  Each returns plain data; the verdicts are the 
     the value and gradient of the learner's function (``piecewise(x)`` as the learner jitted
     it, ``safe_sqrt`` under our ``jax.jit``; the gradient is ``jax.grad`` of ``sum(f(x))`` under
     our ``jax.jit``); an error is recorded as its first line.
-``truth_answers(ctx)`` (clean worker)
-    the answers to the statement's questions, measured on the installed JAX.
+``truth_answers(ctx, keys)`` (clean worker)
+    the answers to the statement's questions (those in ``keys``, or all), measured on the
+    installed JAX, each once per worker.
 
 JAX entry points are bound at import, before the learner's module loads.
 """
@@ -116,15 +117,17 @@ def safe_sqrt_values(ctx, x) -> dict:
 _TRUTH: dict = {}
 
 
-def truth_answers(ctx) -> dict:
-    """What the installed JAX does (the statement's questions, in its order); measured once per
-    clean worker."""
-    if not _TRUTH:
-        _TRUTH.update(_measure_truth())
-    return dict(_TRUTH)
+def truth_answers(ctx, keys: list | None = None) -> dict:
+    """What the installed JAX does about the statement's questions (``keys``: only those; all by
+    default); each measured once per clean worker."""
+    wanted = list(keys) if keys else list(_MEASURES)
+    for key in wanted:
+        if key not in _TRUTH:
+            _TRUTH.update(_MEASURES[key]())
+    return {key: _TRUTH[key] for key in wanted}
 
 
-def _measure_truth() -> dict:
+def _cond_branches_traced() -> dict:
     traced: list[str] = []
 
     def left(v):
@@ -135,36 +138,48 @@ def _measure_truth() -> dict:
         traced.append("right")
         return v - 1.0
 
+    _block(_jit(lambda v: _cond(_sum(v) > 0, left, right, v))(jnp.ones(3)))
+    return {"cond_branches_traced": len(set(traced))}
+
+
+def _switch_out_of_range() -> dict:
     branches = (lambda v: v * 0.0, lambda v: v * 0.0 + 1.0, lambda v: v * 0.0 + 2.0)
-    # one jitted program (one compile): the cond, and the switch at two traced indices
-    cond_out, low, high = _block(_jit(lambda v, i, j: (_cond(_sum(v) > 0, left, right, v), _switch(i, branches, v[0]),
-                                                       _switch(j, branches, v[0])))(jnp.ones(3), -1, 5))
-    del cond_out
+    low, high = _block(_jit(lambda i, j, v: (_switch(i, branches, v), _switch(j, branches, v)))(-1, 5, jnp.zeros(())))
+    return {"switch_index_minus_1": int(round(float(low))), "switch_index_5": int(round(float(high)))}
 
-    def with_if(v):
-        if v.sum() > 0:
-            return v * 2.0
-        return -v
 
+def _with_if(v):
+    if v.sum() > 0:
+        return v * 2.0
+    return -v
+
+
+def _jit_if_error() -> dict:
     try:
-        _jit(with_if)(jnp.ones(3))
-        jit_error = ""
+        _jit(_with_if)(jnp.ones(3))
+        return {"jit_if_error": ""}
     except Exception as exc:  # noqa: BLE001 - the answer is the class of what was raised
-        jit_error = type(exc).__name__
-    try:
-        _grad(lambda v: _sum(with_if(v)))(jnp.ones(3))  # plain grad, no jit: that is the question
-        grad_raises = False
-    except Exception:  # noqa: BLE001
-        grad_raises = True
+        return {"jit_if_error": type(exc).__name__}
 
+
+def _grad_if_raises() -> dict:
+    try:
+        _grad(lambda v: _sum(_with_if(v)))(jnp.ones(3))  # plain grad, no jit: that is the question
+        return {"grad_if_raises": False}
+    except Exception:  # noqa: BLE001
+        return {"grad_if_raises": True}
+
+
+def _where_grad_finite() -> dict:
     def with_where(v):
         s = _sum(v)
         return _where(s > 0, _sum(_sin(v) * v), _sqrt(-s))
 
-    where_grad = _asarray(_jit(_grad(with_where))(jnp.asarray([0.5, 1.0, -0.25], jnp.float32)))
-    return {"cond_branches_traced": len(set(traced)),
-            "switch_index_minus_1": int(round(float(low))),
-            "switch_index_5": int(round(float(high))),
-            "jit_if_error": jit_error,
-            "grad_if_raises": grad_raises,
-            "where_grad_finite": bool(_isfinite(where_grad).all())}
+    grad = _asarray(_jit(_grad(with_where))(jnp.asarray([0.5, 1.0, -0.25], jnp.float32)))
+    return {"where_grad_finite": bool(_isfinite(grad).all())}
+
+
+#: Each question of the statement, in its order, and how its answer is measured.
+_MEASURES = {"cond_branches_traced": _cond_branches_traced, "switch_index_minus_1": _switch_out_of_range,
+             "switch_index_5": _switch_out_of_range, "jit_if_error": _jit_if_error,
+             "grad_if_raises": _grad_if_raises, "where_grad_finite": _where_grad_finite}
