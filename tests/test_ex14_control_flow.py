@@ -109,3 +109,8 @@ def test_answers_judge_types_before_values():
         judges.judge_answers({**truth, "cond_branches_traced": 1}, truth)
     assert "how many" in err.value.diagnosis
     judges.judge_answers({**truth, "cond_branches_traced": 1}, truth, keys=["switch_index_5"])
+    as_numpy = {**truth, "switch_index_5": np.asarray(truth["switch_index_5"], np.int32),
+                "where_grad_finite": np.asarray(truth["where_grad_finite"])}  # 0-d values of the right kind
+    judges.judge_answers(as_numpy, truth)
+    with pytest.raises(CheckFailed):
+        judges.judge_answers({**truth, "switch_index_5": np.asarray(2.0)}, truth)

@@ -239,11 +239,24 @@ QUESTIONS = {
 }
 
 
-def judge_answers_shape(got) -> None:
+def _plain_answer(value, t: type):
+    """A 0-d NumPy or JAX value of the right kind (``np.bool_``, ``jnp.int32(2)``) as the Python
+    value it stands for; anything else unchanged."""
+    if isinstance(value, np.ndarray) and value.shape == ():
+        if t is bool and value.dtype == np.bool_:
+            return bool(value)
+        if t is int and np.issubdtype(value.dtype, np.integer):
+            return int(value)
+    return value
+
+
+def judge_answers_shape(got) -> dict:
+    """The answers, each of its type (0-d NumPy or JAX values of the right kind accepted)."""
     if type(got) is not dict:
         raise CheckFailed("answers() should return a dict", measured=describe(got), expected="a dict",
                           hint="return a dict with the six keys of the docstring",
                           diagnosis="answers() did not return a dict", advice="return a dict with the six keys")
+    got = {k: _plain_answer(v, ANSWER_TYPES[k]) if k in ANSWER_TYPES else v for k, v in got.items()}
     for key, t in ANSWER_TYPES.items():
         if key not in got or type(got[key]) is not t:
             advice = f"answers()[{key!r}] must be a {t.__name__}: {QUESTIONS[key]}"
@@ -251,10 +264,11 @@ def judge_answers_shape(got) -> None:
                               measured="missing" if key not in got else type(got[key]).__name__,
                               expected=t.__name__, hint=advice,
                               diagnosis=f"answers() lacks {key!r} or gives it the wrong type", advice=advice)
+    return got
 
 
 def judge_answers(got: dict, truth: dict, keys=None) -> None:
-    judge_answers_shape(got)
+    got = judge_answers_shape(got)
     wrong = [k for k in (keys or ANSWER_TYPES) if got[k] != truth[k]]
     if wrong:
         advice = ("run each question on the JAX you have (a jitted function whose branches append to a list, a "
