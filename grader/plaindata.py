@@ -7,6 +7,13 @@ checks the *exact* type of every value, so an object whose ``__eq__`` always say
 ``True`` is refused before it leaves.  ``decode`` runs in the trusted process and
 builds fresh numpy arrays and Python scalars from bytes: the trusted side never holds
 an object the submission made.
+
+What an answer may cost is bounded in bytes (the protocol's line cap) and in *elements*
+(``MAX_ANSWER_ELEMENTS``): rebuilding millions of small values costs the trusted side time
+and memory whatever their bytes (``grader.boundedjson``).  ``to_plain(value,
+max_elements=...)`` counts what it encodes in boundedjson's unit as it goes and stops at the
+limit (``TooManyValues``), so the sandbox refuses such an answer itself; an array of any size
+counts as a handful of elements, since it travels as one string.
 """
 
 from __future__ import annotations
@@ -27,6 +34,9 @@ DTYPES = frozenset(
 )
 MAX_DEPTH = 32
 MAX_INT = 2**63  # no answer needs a larger integer; one that large breaks float() and isfinite()
+#: Elements (``grader.boundedjson``'s unit) one answer of the sandbox may hold.  The largest
+#: answer of a reference solution or probe holds about ELEMENTS_SEEN_IN_REFERENCES.
+MAX_ANSWER_ELEMENTS = 100_000
 
 
 def clean_text(text: str) -> str:
@@ -58,30 +68,64 @@ def describe_type(value: Any) -> str:
     return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
-def to_plain(value: Any, where: str = "result", _depth: int = 0) -> Any:
-    """Convert ``value`` to JSON-ready plain data, refusing anything unexpected."""
+class TooManyValues(NotPlainData):
+    """An answer with more elements than it may have (``to_plain(..., max_elements=N)``)."""
+
+
+class _Budget:
+    """Elements still allowed, spent as ``to_plain`` encodes (``boundedjson``'s unit)."""
+
+    def __init__(self, limit: int | None):
+        self.limit = limit
+        self.left = limit if limit is not None else -1
+
+    def spend(self, n: int, where: str) -> None:
+        if self.limit is None:
+            return
+        self.left -= n
+        if self.left < 0:
+            raise TooManyValues(
+                f"{where}: the answer holds more than {self.limit} values (list items, dict keys and values, "
+                f"numbers, strings): return a NumPy/JAX array instead of long lists or big dicts -- an array "
+                f"of any size counts as a few")
+
+
+def to_plain(value: Any, where: str = "result", _depth: int = 0, *, max_elements: int | None = None,
+             _budget: _Budget | None = None) -> Any:
+    """Convert ``value`` to JSON-ready plain data, refusing anything unexpected, and (with
+    ``max_elements``) anything that would hold more elements than that in JSON."""
+    budget = _budget if _budget is not None else _Budget(max_elements)
     if _depth > MAX_DEPTH:
         raise NotPlainData(f"{where}: nested more than {MAX_DEPTH} levels deep")
     t = type(value)
     if value is None or t is bool or t is str:
+        budget.spend(1, where)
         return value
     if t is int:
         if not -MAX_INT <= value < MAX_INT:
             raise NotPlainData(f"{where}: an integer outside the 64-bit range")
+        budget.spend(1, where)
         return value
     if t is float:
-        return value if math.isfinite(value) else {FLOAT_KEY: repr(value)}
+        if math.isfinite(value):
+            budget.spend(1, where)
+            return value
+        budget.spend(3, where)  # {"__float__": "nan"}
+        return {FLOAT_KEY: repr(value)}
     if t in (list, tuple):
-        items = [to_plain(v, f"{where}[{i}]", _depth + 1) for i, v in enumerate(value)]
+        # [a, b]: the list and its items; (a, b) travels as {"__tuple__": [a, b]}: two more
+        budget.spend((1 if t is list else 3) + (not value), where)
+        items = [to_plain(v, f"{where}[{i}]", _depth + 1, _budget=budget) for i, v in enumerate(value)]
         return items if t is list else {TUPLE_KEY: items}
     if t is dict:
+        budget.spend(1 + len(value) + (not value), where)  # the dict and its keys, before any value is looked at
         out = {}
         for k, v in value.items():
             if type(k) is not str:
                 raise NotPlainData(f"{where}: dict key {k!r} is a {describe_type(k)}; only str keys are allowed")
             if k in (ARRAY_KEY, TUPLE_KEY, FLOAT_KEY):
                 raise NotPlainData(f"{where}: dict key {k!r} is reserved")
-            out[k] = to_plain(v, f"{where}[{k!r}]", _depth + 1)
+            out[k] = to_plain(v, f"{where}[{k!r}]", _depth + 1, _budget=budget)
         return out
     if t is np.ndarray or isinstance(value, _jax_array_types()) or isinstance(value, np.generic):
         if t is not np.ndarray and not isinstance(value, np.generic) and type(value).__module__.split(".")[0] not in ("jax", "jaxlib"):
@@ -92,6 +136,8 @@ def to_plain(value: Any, where: str = "result", _depth: int = 0) -> Any:
         dtype = str(arr.dtype)
         if dtype not in DTYPES:
             raise NotPlainData(f"{where}: arrays of dtype {dtype} are not supported")
+        # {"__array__": [dtype, [d0, d1, ...], data]}
+        budget.spend(6 + arr.ndim + (arr.ndim == 0), where)
         data = np.ascontiguousarray(arr).tobytes()
         return {ARRAY_KEY: [dtype, list(arr.shape), base64.b64encode(data).decode("ascii")]}
     raise NotPlainData(
