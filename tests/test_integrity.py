@@ -7,7 +7,7 @@ code where a worker starts, (4, 6) the compile cache, (5) a named sandbox accoun
 (7) forging measurements inside the learner's own process, (8) hidden inputs leaking into
 public messages, (9) interrupts, (10) an open sandbox, (11) stalling or crashing the
 trusted side, (12) leftovers, (13) names from git objects, (14) a learner repository's git
-configuration, (15) disk.
+configuration, (15) disk, (17) answers that cost more to read than to make.
 """
 
 from __future__ import annotations
@@ -708,3 +708,94 @@ def test_15_a_fork_is_fetched_within_a_budget_and_a_partial_clone_never_fetches_
     with pytest.raises(gitsafe.GitError, match="over 2 MiB"):  # the whole repository: stopped at the budget
         gitsafe.fetch_remote(f"file://{src}", tmp_path / "clone2.git")
     assert not (tmp_path / "clone2.git").exists() and not (tmp_path / "clone2.git.partial").exists()
+
+
+# --- (17) answers that cost more to read than to make ---------------------------------------------------
+
+COSTLY = """
+import numpy as np
+KEYS = {f"{i:x}": 0 for i in range(300_000)}
+def double(x):
+    return 2 * x
+def many_keys():
+    return KEYS
+def long_list():
+    return list(range(300_000))
+def nested_lists():
+    return [[i] for i in range(200_000)]
+def big_array():
+    return np.zeros(8 << 20, np.float32)  # 32 MiB: one string, a handful of elements
+"""
+
+
+def test_17_an_answer_of_too_many_values_is_refused_by_the_sandbox_itself(tmp_path):
+    snap = from_source(str(tmp_path / "double.py"), "double.py", COSTLY.encode())
+    with Sandbox(snap, timeout_s=120) as sb:
+        assert sb.call("double", 2) == 4
+        for name in ("many_keys", "long_list", "nested_lists"):
+            with pytest.raises(SubmissionError) as err:
+                sb.call(name)
+            assert err.value.kind == "answer_too_large" and "more than 100000 values" in err.value.message
+            assert "return a NumPy/JAX array" in err.value.message
+        assert sb.call("big_array").shape == (8 << 20,)
+        assert sb.call("double", 3) == 6  # refusing an answer costs the sandbox nothing else
+
+
+def _authentic(sb: Sandbox, rid: int, body: bytes) -> bytes:
+    """An answer line as the worker signs it: what a worker whose encoder was bypassed sends."""
+    import hashlib
+    import hmac
+
+    header = json.dumps({"id": rid, "compiles": 0, "traces": 0, "integrity": []}).encode()
+    mac = hmac.new(sb._key, header + b"\n" + body, hashlib.sha256).hexdigest().encode()
+    return mac + b" %d " % len(header) + header + body
+
+
+def test_17_an_answer_past_the_limits_is_refused_before_it_is_decoded():
+    """The worker refuses such answers itself; the trusted side does not rely on it: the
+    answer's shape is read first, with no recursion and nothing built."""
+    from grader.sandbox import client
+
+    limit = client.ANSWER_LIMITS.max_elements
+    for body, words in [(b'{"ok":' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested more than"),
+                        (b'{"ok":{' + b",".join(b'"%x":0' % i for i in range(limit)) + b"}}", "values and keys")]:
+        sb = Sandbox.clean()
+        with pytest.raises(SubmissionError) as err:
+            sb._decode_answer(_authentic(sb, 1, body), 1)
+        assert err.value.kind == "answer_too_large" and words in err.value.message
+        assert sb._dead is err.value  # the sandbox is stopped: later calls fail at once
+    sb = Sandbox.clean()
+    assert sb._decode_answer(_authentic(sb, 1, b'{"ok":[1,2]}'), 1) == {"ok": [1, 2]}
+
+
+def test_17_reading_answers_back_counts_against_the_exercises_budget(tmp_path, monkeypatch):
+    """Time the trusted side spends decoding and rebuilding an answer is the exercise's,
+    like time spent waiting for it (it was free: a 90 s exercise took 264 s)."""
+    from grader import plaindata
+
+    rebuild = plaindata.from_plain
+
+    def slow(value, *args, **kwargs):
+        time.sleep(3.0)
+        return rebuild(value, *args, **kwargs)
+
+    snap = from_source(str(tmp_path / "double.py"), "double.py", SOL1.encode())
+    with Sandbox(snap, timeout_s=120) as sb:
+        assert sb.call("double", 2) == 4
+        sb.timeout_s = sb.busy_s + 2.0  # 2 s left: the call's answer takes 3 s to rebuild
+        monkeypatch.setattr(plaindata, "from_plain", slow)
+        with pytest.raises(SubmissionError) as err:
+            sb.call("double", 3)
+        assert sb.decode_s >= 3.0
+    assert err.value.kind == "timeout" and "went to reading back what your functions returned" in err.value.message
+
+
+def test_17_the_learner_is_told_to_return_an_array(course):
+    src = "KEYS = {str(i): 0 for i in range(300_000)}\n\ndef double(x):\n    return KEYS\n"
+    t0 = time.monotonic()
+    ex = grade_source(course, src)
+    assert ex.score == 0 and time.monotonic() - t0 < 120
+    checks = {c.name: c for c in ex.checks}
+    assert "more than 100000 values" in checks["doubles_public"].message
+    assert checks["doubles"].message.startswith("your function returned more than the grader reads back")
+    assert "return a NumPy/JAX array" in checks["doubles"].hint

@@ -26,6 +26,10 @@ Isolation, every time a worker starts:
   exists) and carries the worker's own count of compilations and traces and the
   integrity violations so far; a line the learner's code wrote to the answer pipe fails
   the HMAC and is itself recorded as a violation (``integrity``);
+* every answer is **bounded** before it is decoded: ``MAX_REPLY`` bytes, and
+  ``ANSWER_LIMITS`` elements and depth (``grader.boundedjson``; the worker refuses more
+  itself, kind ``answer_too_large``), and the time the trusted side spends reading it back
+  counts against the exercise's budget like the time spent waiting for it (``decode_s``);
 * **closing** kills the worker's process group and, as root, every process of the
   sandbox's user, and removes every file that user left in the shared temporary folders.
 """
@@ -47,13 +51,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grader import jaxcompat
+from grader import boundedjson, jaxcompat
 from grader.sandbox import disk, install, scratch
 from grader.sandbox import user as sandbox_user
 from grader.submission import Snapshot, read_folder
 
 OUTPUT_CAP = 16 * 1024  # bytes of learner output kept, head and tail together
 MAX_REPLY = 64 * 1024 * 1024
+#: What one answer may cost to decode beyond its bytes: the worker's own limit
+#: (``plaindata.MAX_ANSWER_ELEMENTS``) plus its envelope, and the deepest nesting its encoder
+#: writes (a tuple is two levels, an array three, the envelope one).  Kept in step with
+#: ``grader.plaindata`` without importing numpy before the worker starts.
+ANSWER_LIMITS = boundedjson.Limits(max_bytes=MAX_REPLY, max_elements=100_000 + 16, max_depth=2 * (32 + 1) + 4)
 WHERE_WAIT_S = 1.0  # how long a timed-out worker gets to print where it was
 
 
@@ -101,12 +110,19 @@ SUBMISSION_FAILURES: dict[str, tuple[str, str]] = {
                   "run the public checks locally and read the traceback below"),
     "bad_return": ("your function returned something that is not plain data (arrays, numbers, strings, lists, dicts)",
                    "return JAX/NumPy arrays, numbers, strings, or lists/tuples/dicts of them"),
+    "answer_too_large": ("your function returned more than the grader reads back (too many values or bytes)",
+                         "return a NumPy/JAX array instead of long lists or big dicts: an array of any size "
+                         "counts as a few values"),
     "exit": ("your code called sys.exit/exit()", "remove sys.exit()/exit() calls from your file"),
     "memory": ("your code ran out of memory", "look for a huge intermediate array, or an array built in a Python loop"),
     "timeout": ("the exercise ran out of time",
                 "look for an endless loop, a Python loop over a big batch, or a recompile on every call"),
     "crashed": ("the process running your code crashed", "run your file directly with `python FILE` to see the crash"),
 }
+
+
+class _Forged(Exception):
+    """An answer line that fails the HMAC: written by the learner's code, skipped."""
 
 
 def _rebuild_submission_error(kind, message, detail, line, file, exc_type=""):
@@ -226,9 +242,10 @@ class Sandbox:
         self._ready = False
         self._import_sent = False
         self._next_id = 1
-        self._buf = b""
+        self._buf = bytearray()
         self._key = os.urandom(32)
-        self.busy_s = 0.0  # time spent waiting on the worker: what the timeout budget counts
+        self.busy_s = 0.0  # waiting on the worker and reading its answers: what the timeout budget counts
+        self.decode_s = 0.0  # the part of busy_s spent reading answers back on the trusted side
         self.user: sandbox_user.SandboxUser | None = None  # who the worker runs learner code as
         self._base: Path | None = None
         self._box: Path | None = None  # the worker's own folder: cwd, HOME, TMPDIR, the learner's files
@@ -397,11 +414,13 @@ class Sandbox:
             pass  # the crash is reported when the answer is awaited
 
     def _read_line(self) -> bytes:
-        # Only time spent waiting for the worker counts against the exercise's budget, so a
-        # worker started early (to overlap JAX imports) is not charged for waiting its turn.
+        # Only time spent waiting for the worker (and reading its answers: ``_charge``) counts
+        # against the exercise's budget, so a worker started early (to overlap JAX imports) is
+        # not charged for waiting its turn.
         t0 = time.monotonic()
         try:
-            while b"\n" not in self._buf:
+            end = self._buf.find(b"\n")
+            while end < 0:
                 remaining = self.timeout_s - self.busy_s - (time.monotonic() - t0)
                 if remaining <= 0:
                     self._fail(self._timeout_error())
@@ -412,39 +431,80 @@ class Sandbox:
                 if not chunk:
                     self.proc.wait()
                     self._fail(self._crash_error())
-                self._buf += chunk
+                seen = len(self._buf)
+                self._buf += chunk  # a bytearray: no copy of what came before
                 if len(self._buf) > MAX_REPLY:
-                    self._fail(SubmissionError("bad_return", "the result was too large to send back (over 64 MiB)"))
-            line, _, self._buf = self._buf.partition(b"\n")
+                    self._fail(SubmissionError(
+                        "answer_too_large", f"your function's answer was too large to send back (over "
+                                            f"{MAX_REPLY >> 20} MiB): return less, or smaller arrays"))
+                end = self._buf.find(b"\n", seen)
+            line = bytes(self._buf[:end])
+            del self._buf[:end + 1]
             return line
         finally:
             self.busy_s += time.monotonic() - t0
+
+    def _charge(self, since: float) -> None:
+        """Count the trusted side's work on an answer since ``since`` (checking its HMAC,
+        its bounds, decoding and rebuilding it) against the exercise's budget: an answer
+        cheap to make and dear to read must not buy time the budget never sees."""
+        spent = time.monotonic() - since
+        self.busy_s += spent
+        self.decode_s += spent
+
+    def _check_budget(self) -> None:
+        """The budget spent while reading an answer back stops the sandbox as waiting would."""
+        __tracebackhide__ = True  # plain pytest shows the learner's failure, not these frames
+        if self.busy_s > self.timeout_s:
+            self._fail(SubmissionError(
+                "timeout", f"the exercise ran out of time: it is allowed {self.timeout_s:g} s in all, and "
+                           f"{self.decode_s:.1f} s of it went to reading back what your functions returned; "
+                           f"return NumPy/JAX arrays rather than long lists, big dicts or huge strings"))
 
     def _read_answer(self, rid: int) -> dict:
         """The worker's answer to request ``rid``; lines that fail the HMAC were written by
         the learner's code, not by the worker: recorded as a violation and skipped."""
         while True:
             line = self._read_line()
+            t0 = time.monotonic()
             try:
-                mac, hlen, rest = line.split(b" ", 2)
-                header, body = rest[: int(hlen)], rest[int(hlen):]
-                expected = hmac.new(self._key, header + b"\n" + body, hashlib.sha256).hexdigest().encode()
-                authentic = hmac.compare_digest(mac, expected)
-            except ValueError:
-                authentic = False
-            if not authentic:
-                self.note_violation("wrote to the grader's answer pipe")
+                return self._decode_answer(line, rid)
+            except _Forged:
                 continue
-            head = json.loads(header)
-            for reason in head.get("integrity", []):
-                self.note_violation(str(reason))
-            if head.get("id") != rid:
-                self._fail(SubmissionError("crashed", "the sandbox answered out of turn; grading stopped"))
-            self.last_meter = {"compiles": int(head.get("compiles", 0)), "traces": int(head.get("traces", 0))}
-            try:
-                return json.loads(body)
-            except ValueError:
-                self._fail(SubmissionError("crashed", "the sandbox sent something that is not a result"))
+            finally:
+                self._charge(t0)
+
+    def _decode_answer(self, line: bytes, rid: int) -> dict:
+        """One answer line: authenticated (``_Forged`` when not), then decoded within bounds."""
+        __tracebackhide__ = True  # plain pytest shows the learner's failure, not these frames
+        try:  # slices of one view: a 64 MiB answer is not copied once per step
+            first = line.index(b" ")
+            second = line.index(b" ", first + 1)
+            start = second + 1 + int(line[first + 1:second])
+            view = memoryview(line)
+            header, body = bytes(view[second + 1:start]), view[start:]
+            digest = hmac.new(self._key, header + b"\n", hashlib.sha256)
+            digest.update(body)
+            authentic = start <= len(line) and hmac.compare_digest(line[:first], digest.hexdigest().encode())
+        except ValueError:
+            authentic = False
+        if not authentic:
+            self.note_violation("wrote to the grader's answer pipe")
+            raise _Forged
+        head = json.loads(header)
+        for reason in head.get("integrity", []):
+            self.note_violation(str(reason))
+        if head.get("id") != rid:
+            self._fail(SubmissionError("crashed", "the sandbox answered out of turn; grading stopped"))
+        self.last_meter = {"compiles": int(head.get("compiles", 0)), "traces": int(head.get("traces", 0))}
+        try:
+            return boundedjson.loads(bytes(body), ANSWER_LIMITS)
+        except boundedjson.TooCostly as exc:  # the worker refuses these itself: its encoder was bypassed
+            self._fail(SubmissionError(
+                "answer_too_large", f"your function's answer is {exc}, more than the grader reads back; "
+                                    f"return a NumPy/JAX array instead of long lists or big dicts"))
+        except ValueError:
+            self._fail(SubmissionError("crashed", "the sandbox sent something that is not a result"))
 
     def note_violation(self, reason: str) -> None:
         from grader.plaindata import clean_text
@@ -585,15 +645,20 @@ class Sandbox:
             self.proc.wait()
             self._fail(self._crash_error())
         msg = self._read_answer(rid)
+        self._check_budget()
         self._check_disk()
         if not isinstance(msg, dict) or ("ok" not in msg and "error" not in msg):
             self._fail(SubmissionError("crashed", "the sandbox sent something that is not a result"))
         if "error" in msg:
             raise self._error_from(msg["error"])
+        t0 = time.monotonic()
         try:
             return plaindata.from_plain(msg["ok"])
         except plaindata.NotPlainData as exc:  # what the worker's own check should have refused
             raise SubmissionError("bad_return", str(exc)[:500]) from None
+        finally:
+            self._charge(t0)
+            self._check_budget()
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True  # plain pytest shows the learner's failure, not these frames

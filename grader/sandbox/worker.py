@@ -21,7 +21,9 @@ Two threads
   (run a learner function) and ``probe`` (run a measuring function from the exercise's
   ``grader/exercises/exNN_*/probes.py`` or the shared ``grader/probes/`` beside the
   learner's code).  Its answers pass through
-  ``plaindata.to_plain``; the verdict is never decided here.
+  ``plaindata.to_plain`` (exact types, at most ``plaindata.MAX_ANSWER_ELEMENTS`` elements:
+  a bigger answer is refused here, kind ``answer_too_large``, before it costs the trusted
+  side anything); the verdict is never decided here.
 
 A line the learner's code writes to the answer pipe itself fails the HMAC, and the
 trusted side counts it as an integrity violation (it can neither read the key, which
@@ -457,9 +459,11 @@ def _learner_thread(inbox, outbox, module_path: str, plaindata, _context, roots)
             args = plaindata.from_plain(req.get("args", []))
             kwargs = plaindata.from_plain(req.get("kwargs", {}))
             result = ctx.dispatch(req["op"], req["target"], args, kwargs)
-            reply = {"ok": plaindata.to_plain(result)}
+            reply = {"ok": plaindata.to_plain(result, max_elements=plaindata.MAX_ANSWER_ELEMENTS)}
         except _context.MissingFunction as exc:
             reply = {"error": {"kind": "missing_function", "message": str(exc)}}
+        except plaindata.TooManyValues as exc:
+            reply = {"error": {"kind": "answer_too_large", "message": str(exc)[:500]}}
         except plaindata.NotPlainData as exc:
             reply = {"error": {"kind": "bad_return", "message": str(exc)}}
         except NotImplementedError as exc:
