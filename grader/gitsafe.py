@@ -520,10 +520,12 @@ def local_path_of(url: str) -> Path | None:
 
 def _network_env() -> dict[str, str]:
     """The instructor's environment (credentials, proxies, ssh keys) without what would
-    point git at another repository or configuration."""
+    point git at another repository or configuration, and without the grader's own
+    settings (``GRADER_RESULT_KEY`` signs results: no helper git starts needs it)."""
     keep = {"GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_ASKPASS", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH",
             "GIT_HTTP_USER_AGENT", "GIT_PROXY_COMMAND"}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in keep}
+    env = {k: v for k, v in os.environ.items()
+           if (not k.startswith("GIT_") or k in keep) and not k.startswith("GRADER_")}
     env.update(GIT_TERMINAL_PROMPT="0", GIT_NO_REPLACE_OBJECTS="1", GIT_PROTOCOL_FROM_USER="0", LC_ALL="C")
     return env
 

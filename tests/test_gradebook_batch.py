@@ -364,7 +364,7 @@ def test_one_batch_at_a_time_per_gradebook(course, tmp_path):
 
 # --- import, export, CLI ----------------------------------------------------------------------
 
-def test_import_is_idempotent_and_export_formats(reference, tmp_path):
+def test_import_is_idempotent_and_export_formats(reference, course, tmp_path):
     with Gradebook(reference) as book:
         g = [g for g in book.gradings(private=True) if g["submission"] == "wrong-factor"]
     from grader.results import ExerciseResult
@@ -375,7 +375,7 @@ def test_import_is_idempotent_and_export_formats(reference, tmp_path):
     results = tmp_path / "results.json"
     results.write_text(json.dumps(run_result.to_dict(private=True)))
     path = tmp_path / "ci.sqlite"
-    cli = CliRunner()
+    cli = CliRunner(env={"GRADER_COURSE": str(course)})  # results are checked against their course's manifest
     out = cli.invoke(gradebook_group, ["import", str(results), "--gradebook", str(path)])
     assert out.exit_code == 0 and "imported 2 gradings" in out.output
     out = cli.invoke(gradebook_group, ["import", str(results), str(results), "--gradebook", str(path)])
@@ -393,6 +393,28 @@ def test_import_is_idempotent_and_export_formats(reference, tmp_path):
     assert "private" not in lines[0] and "largest difference" not in csv_out.read_text()
     private = cli.invoke(gradebook_group, ["export", "--csv", "--private", "--gradebook", str(path)]).output
     assert private.splitlines()[0].endswith(",private") and "largest difference" in private
+
+
+def test_every_grading_the_batch_made_is_a_result_import_takes(reference, course, tmp_path):
+    """The import's checks against the manifest refuse nothing the grader writes: every
+    grading of the batch (solutions, stubs, wrong answers, cheats, syntax errors, missing
+    files), as a result file for the instructor or for the learner, is taken."""
+    from grader.results import ExerciseResult
+
+    with Gradebook(reference) as book:
+        gradings = book.gradings(history=True, private=True)
+    cli = CliRunner(env={"GRADER_COURSE": str(course)})
+    for private in (True, False):
+        runs = [RunResult(exercises=(ExerciseResult.from_dict(g["result"]),), grader_version=g["grader_version"],
+                          jax_version=g["jax_version"], seed_option=None, started_at=g["graded_at"],
+                          submission=g["submission"]).to_dict(private=private) for g in gradings]
+        results = tmp_path / f"all-{private}.json"
+        results.write_text(json.dumps(runs))
+        path = tmp_path / f"again-{private}.sqlite"
+        out = cli.invoke(gradebook_group, ["import", str(results), "--gradebook", str(path)])
+        assert out.exit_code == 0, out.output
+        with Gradebook(path) as book:
+            assert book.count() == len(gradings) >= 40
 
 
 def test_export_latest_by_default_and_all_history(reference, tmp_path):

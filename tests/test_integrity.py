@@ -7,12 +7,14 @@ code where a worker starts, (4, 6) the compile cache, (5) a named sandbox accoun
 (7) forging measurements inside the learner's own process, (8) hidden inputs leaking into
 public messages, (9) interrupts, (10) an open sandbox, (11) stalling or crashing the
 trusted side, (12) leftovers, (13) names from git objects, (14) a learner repository's git
-configuration, (15) disk, (17) answers that cost more to read than to make.
+configuration, (15) disk, (16) result files the gradebook imports, (17) answers that cost
+more to read than to make.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -708,6 +710,162 @@ def test_15_a_fork_is_fetched_within_a_budget_and_a_partial_clone_never_fetches_
     with pytest.raises(gitsafe.GitError, match="over 2 MiB"):  # the whole repository: stopped at the budget
         gitsafe.fetch_remote(f"file://{src}", tmp_path / "clone2.git")
     assert not (tmp_path / "clone2.git").exists() and not (tmp_path / "clone2.git.partial").exists()
+
+
+# --- (16) result files for the gradebook --------------------------------------------------------------
+
+RESULT_KEY = "the-course-result-key-for-these-tests-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """What `grade ci --json --instructor` wrote for a fork of the mini course (exercise 1
+    solved, exercise 2 the stub) with the course's result key set: (course, its JSON)."""
+    from click.testing import CliRunner
+
+    from grader import cli
+
+    root = tmp_path_factory.mktemp("graded")
+    course = root / "course"
+    shutil.copytree(MINI, course)
+    fork = root / "fork"
+    shutil.copytree(course / "exercises", fork / "exercises")
+    (fork / "exercises" / "01_double" / "double.py").write_text(SOL1)
+    out = CliRunner().invoke(cli.main, ["ci", "--submission", str(fork), "--hidden", str(course / "solutions"),
+                                        "--json", str(root / "r.json"), "--instructor", "-j", "1", "--quiet"],
+                             env={"GRADER_COURSE": str(course), "GRADER_RESULT_KEY": RESULT_KEY},
+                             catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    return course, json.loads((root / "r.json").read_text())
+
+
+def unsigned(doc: dict) -> dict:
+    """What `grade ci` writes where the course keeps no key."""
+    return {k: v for k, v in json.loads(json.dumps(doc)).items() if k != "signature"}
+
+
+def import_results(course: Path, tmp_path: Path, *docs, key: str | None = None):
+    """`grade gradebook import` of ``docs`` (objects, or the text of a file) into a new
+    gradebook: (exit code, output, gradings recorded)."""
+    from click.testing import CliRunner
+
+    from grader import cli
+    from grader.course.gradebook import Gradebook
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, doc in enumerate(docs):
+        paths.append(tmp_path / f"result-{i}.json")
+        paths[-1].write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    book = tmp_path / "grades.sqlite"
+    out = CliRunner().invoke(cli.main, ["gradebook", "import", "--gradebook", str(book), *map(str, paths)],
+                             env={"GRADER_COURSE": str(course), "GRADER_RESULT_KEY": key})
+    count = 0
+    if book.exists():
+        with Gradebook(book) as gb:
+            count = gb.count()
+    return out.exit_code, out.output, count
+
+
+def test_16_results_grade_ci_wrote_are_imported_and_signed_ones_prove_where_they_came_from(graded, tmp_path):
+    course, doc = graded
+    assert doc["signature"]["alg"] == "hmac-sha256" and len(doc["signature"]["mac"]) == 64
+    code, out, count = import_results(course, tmp_path / "a", unsigned(doc))  # no key anywhere: as before
+    assert (code, count) == (0, 2), out
+    code, out, count = import_results(course, tmp_path / "b", doc, key=RESULT_KEY)
+    assert (code, count) == (0, 2), out
+    code, out, count = import_results(course, tmp_path / "c", doc)
+    assert (code, count) == (0, 2) and "not checked" in out  # signed, but no key here to check it with
+    # A result consistent with the manifest but never graded: full marks for the stub of
+    # exercise 2.  Nothing in the file can tell -- only the course's key can.
+    forged = unsigned(doc)
+    triples = forged["exercises"][1]["checks"][0]
+    triples.update(status="passed", passed=True, score=2, message="")
+    forged["exercises"][1].update(score=2, all_passed=True)
+    forged["score"] += 2
+    assert import_results(course, tmp_path / "d", forged)[0] == 0
+    for bad, key, words in [(forged, RESULT_KEY, "not signed"),
+                            ({**forged, "signature": doc["signature"]}, RESULT_KEY, "changed after"),
+                            (doc, "another-course's-key", "signed with another key")]:
+        code, out, count = import_results(course, tmp_path / words.replace(" ", "_"), doc, bad, key=key)
+        assert code == 2 and words in out and count == 0, out
+
+
+FORGED_RESULTS = {
+    # the red team's file (attack 08): 1000 points a check, a check that does not exist, hidden_run forged
+    "attack_08": (lambda d: [c.update(status="passed", passed=True, score=1000) for e in d["exercises"]
+                             for c in e["checks"]] + [e["checks"].append(
+                                 {"name": "bonus_points_from_the_instructor", "visibility": "hidden",
+                                  "status": "passed", "passed": True, "score": 500, "max_score": 0, "message": "",
+                                  "summary": ""}) for e in d["exercises"]],
+                  "'bonus_points_from_the_instructor' is not a check of exercise 1"),
+    "score_above_points": (lambda d: d["exercises"][0]["checks"][1].update(score=1000), "all or nothing"),
+    "points_not_the_manifests": (lambda d: d["exercises"][1]["checks"][0].update(max_score=5), "it is worth 2"),
+    "check_missing": (lambda d: d["exercises"][0]["checks"].pop(), "lacks the check 'compiles_once'"),
+    "check_twice": (lambda d: d["exercises"][0]["checks"].append(d["exercises"][0]["checks"][1]), "listed twice"),
+    "unknown_exercise": (lambda d: d["exercises"][1].update(number=99), "exercise 99 is not in this course"),
+    "another_slug": (lambda d: d["exercises"][1].update(slug="quadruple"), "'triple' in this course's manifest"),
+    "exercise_twice": (lambda d: d["exercises"].append(d["exercises"][1]), "exercise 2 is listed twice"),
+    "unknown_status": (lambda d: d["exercises"][1]["checks"][0].update(status="excellent"), "is not one"),
+    "hidden_checks_without_hidden_run": (lambda d: d["exercises"][0].update(hidden_run=False),
+                                         "hidden checks did not run"),
+    "blocked_for_nothing": (lambda d: d["exercises"][0]["checks"][2].update(status="blocked", passed=False, score=0),
+                            "every check it requires passed"),
+    "passed_without_what_it_requires": (
+        lambda d: [d["exercises"][0]["checks"][1].update(status="failed", passed=False, score=0),
+                   d["exercises"][0]["checks"][2].update(status="passed", passed=True, score=1)],
+        "scores only once 'doubles' passes"),
+    "integrity_without_a_reason": (
+        lambda d: d["exercises"][0]["checks"][2].update(status="integrity", passed=False, score=0),
+        "records no integrity violation"),
+    "a_violation_that_zeroed_nothing": (lambda d: d["exercises"][0].update(integrity=["walked the gc"]),
+                                        "records an integrity violation"),
+    "points_after_a_grader_error": (lambda d: d["exercises"][0].update(error="grader error"), "grader failed"),
+    "exercise_total": (lambda d: d["exercises"][0].update(score=99), "add up to"),
+    "run_total": (lambda d: d.update(score=99), "add up to"),
+    "unknown_field": (lambda d: d["exercises"][0]["checks"][0].update(bonus=1), "never writes: 'bonus'"),
+    "true_for_a_number": (lambda d: d["exercises"][1]["checks"][0].update(score=False), "should be an integer"),
+    "seed_past_64_bits": (lambda d: d["exercises"][0].update(seed=2**70), "within 64 bits"),  # SQLite's limit
+    "not_a_number": (lambda d: d["exercises"][0].update(duration_s=math.nan), "not negative, not nan"),
+    "text_past_its_cap": (lambda d: d["exercises"][0]["checks"][0].update(message="x" * ((1 << 20) + 1)),
+                          "a text of 1048577 characters"),
+    "not_a_time": (lambda d: d.update(started_at="yesterday"), "not an ISO 8601 time"),
+    "old_format": (lambda d: d.update(format_version=1), "not a grader result of format_version 3"),
+    "interrupted": (lambda d: d.update(incomplete=True, score=None), "incomplete"),
+    "not_an_object": (lambda d: d["exercises"].insert(0, []), "is a list, not an object"),
+    "a_field_missing": (lambda d: d["exercises"][0].pop("checks"), "lacks the field 'checks'"),
+}
+
+
+@pytest.mark.parametrize("forgery", FORGED_RESULTS)
+def test_16_a_result_the_grader_would_not_have_written_refuses_the_import(graded, tmp_path, forgery):
+    """Checked against the manifest, each forgery is refused with the first problem named,
+    and nothing is imported -- not even the genuine file given beside it."""
+    course, doc = graded
+    bad = unsigned(doc)
+    mutate, words = FORGED_RESULTS[forgery]
+    mutate(bad)
+    code, out, count = import_results(course, tmp_path, unsigned(doc), bad)
+    assert code == 2 and words in out and "result-1.json" in out and count == 0, out
+    assert "Traceback" not in out
+
+
+def test_16_a_file_too_deep_or_too_large_to_read_is_refused_cleanly(graded, tmp_path, monkeypatch):
+    """100 000 levels of nesting crashed json.loads (RecursionError, a traceback); the
+    file's shape is now read before anything is decoded."""
+    import dataclasses
+
+    from grader.course import result_file
+
+    course, doc = graded
+    code, out, count = import_results(course, tmp_path / "deep", "[" * 100_000 + "]" * 100_000)
+    assert code == 2 and "nested more than 8 levels deep" in out and "Traceback" not in out and count == 0
+    monkeypatch.setattr(result_file, "FILE_LIMITS", dataclasses.replace(result_file.FILE_LIMITS, max_elements=100))
+    code, out, count = import_results(course, tmp_path / "many", unsigned(doc))
+    assert code == 2 and "more than 100 values and keys" in out and count == 0
+    monkeypatch.setattr(result_file, "FILE_LIMITS", dataclasses.replace(result_file.FILE_LIMITS, max_bytes=1000))
+    code, out, count = import_results(course, tmp_path / "long", unsigned(doc))
+    assert code == 2 and "over 1000 bytes long" in out and count == 0
 
 
 # --- (17) answers that cost more to read than to make ---------------------------------------------------

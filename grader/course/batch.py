@@ -645,10 +645,14 @@ def run_batch(manifest: Manifest, specs: list[Spec], *, course_root: Path, hidde
 
 def _keep_unsaved(gradebook: Path, unsaved: list) -> Path:
     """Gradings the gradebook could not record, kept in a private JSON file beside it
-    (``grade gradebook import`` reads it once the gradebook works again)."""
+    (``grade gradebook import`` reads it once the gradebook works again; signed like
+    ``grade ci``'s results when the course keeps a key: ``grader.course.result_file``)."""
+    from grader.course import result_file
+
     stamp = time.strftime("%Y%m%dT%H%M%S")
     path = gradebook.with_name(f"{gradebook.name}.unsaved-{stamp}.json")
-    data = [dataclasses.replace(run, submission=unit.submission.label).to_dict(private=True) for unit, run, _ in unsaved]
+    data = [result_file.sign(dataclasses.replace(run, submission=unit.submission.label).to_dict(private=True))
+            for unit, run, _ in unsaved]
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=1)

@@ -133,10 +133,12 @@ def write_outputs(result: RunResult, outputs: Outputs, repo_root: Path) -> tuple
     files written, what failed)."""
     import json
 
+    from grader.course import result_file
     from grader.reports import gradescope, junit
 
-    writers = [
-        (outputs.json, lambda: json.dumps(result.to_dict(private=outputs.instructor), indent=2) + "\n"),
+    writers = [  # the grader's JSON is signed when the course keeps a result key (GRADER_RESULT_KEY)
+        (outputs.json, lambda: json.dumps(result_file.sign(result.to_dict(private=outputs.instructor)), indent=2)
+         + "\n"),
         (outputs.gradescope, lambda: gradescope.to_gradescope_json(result)),
         (outputs.junit, lambda: junit.to_junit_xml(result)),
     ]

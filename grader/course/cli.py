@@ -5,7 +5,8 @@ processes.  Exit statuses:
 
     0    the batch completed, whatever the scores (export/import: done)
     2    usage error: bad option, unknown exercise, a SUBMISSION that names nothing,
-         an unreadable or malformed result file
+         an unreadable or malformed result file, or one this grader would not have
+         written for this course (``grader.course.result_file``)
     3    could not grade: no hidden checks, a bad --hidden SOURCE, a gradebook that is
          not one (or is in use), a submission that could not be fetched
     4    the batch completed, but the grader failed on some units (recorded as grader
@@ -252,28 +253,30 @@ def export_cmd(gradebook_path, fmt, out, history, private) -> None:
 def import_cmd(results, gradebook_path, name, merge) -> None:
     """Merge RESULTS files (written by `grade ci ... --json FILE --instructor`) into the gradebook.
 
-    Importing the same results again adds nothing.
+    Every result is checked against this course's manifest (its exercises, their checks and
+    points) and, when GRADER_RESULT_KEY is set, must carry the grader's signature made with
+    that key; one bad file refuses the import, and nothing is imported.  Importing the same
+    results again adds nothing.
     """
-    from grader.course import gradebook
+    from grader.course import gradebook, result_file
 
-    runs = []
+    manifest = _manifest(course_root())
+    key = result_file.course_key()
+    files = []
     for path in results:
         try:
-            runs.append((path, gradebook.read_results(path)))
+            files.append(result_file.read(path, manifest, key))
         except gradebook.GradebookError as exc:
             raise click.UsageError(str(exc)) from None
-    added = present = 0
-    incomplete = [str(path) for path, file_runs in runs if any(r.incomplete for r in file_runs)]
-    if incomplete:
-        raise click.UsageError(f"{', '.join(incomplete)}: grading was interrupted there (the result is marked "
-                               f"incomplete); it is not a grade and is not imported -- grade those submissions again")
+    unchecked = sum(f.signed for f in files) if key is None else 0
+    if unchecked:
+        click.echo(f"note: {unchecked} result(s) carry a signature, but {result_file.KEY_ENV} is not set here, so "
+                   f"it was not checked", err=True)
     try:
         with gradebook.Gradebook(gradebook_path) as book:
             book.check_writable()
-            for path, file_runs in runs:
-                for run in file_runs:
-                    a, p = book.import_run(run, origin=f"import:{path.name}", submission=name, merge=merge)
-                    added, present = added + a, present + p
+            added, present = book.import_runs(((run, f"import:{f.path.name}") for f in files for run in f.runs),
+                                              submission=name, merge=merge)
     except gradebook.GradebookError as exc:
         raise GraderCrash(str(exc)) from None
     click.echo(f"imported {added} gradings from {len(results)} files into {gradebook_path}"

@@ -271,33 +271,38 @@ class Gradebook:
     def add(self, grading: Grading) -> bool:
         """Record one grading with its checks, in one transaction.  False when a grading
         with the same ``record_id`` is already here (nothing is written)."""
-        r = grading.result
-        record_id = grading.record_id or f"batch:{uuid.uuid4().hex}"
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            cur = self.db.execute(
-                "INSERT OR IGNORE INTO gradings (record_id, unit_key, submission, submission_key, source, git_commit,"
-                " content_hash, exercise, slug, title, seed, score, max_score, hidden_run, error, grader_version,"
-                " jax_version, hidden_digest, checks_digest, graded_at, duration_s, origin, result_json, submission_id)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (record_id, grading.unit_key, grading.submission, grading.submission_key, grading.source,
-                 grading.commit, grading.content_hash, r.number, r.slug, r.title, r.seed, r.score, r.max_score,
-                 int(r.hidden_run), r.error, grading.grader_version, grading.jax_version, grading.hidden_digest,
-                 grading.checks_digest, utc_iso(grading.graded_at), round(r.duration_s, 3), grading.origin,
-                 json.dumps(r.to_dict(private=True), sort_keys=True), grading.submission_id),
-            )
-            added = cur.rowcount == 1
-            if added:
-                self.db.executemany(
-                    "INSERT INTO checks (grading_id, position, name, visibility, status, score, max_score, message,"
-                    " private) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(cur.lastrowid, i, c.name, c.visibility, c.status, c.score, c.max_score, c.message, c.private)
-                     for i, c in enumerate(r.checks)],
-                )
+            added = self._insert(grading)
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
+        return added
+
+    def _insert(self, grading: Grading) -> bool:
+        """``add`` inside a transaction the caller holds."""
+        r = grading.result
+        record_id = grading.record_id or f"batch:{uuid.uuid4().hex}"
+        cur = self.db.execute(
+            "INSERT OR IGNORE INTO gradings (record_id, unit_key, submission, submission_key, source, git_commit,"
+            " content_hash, exercise, slug, title, seed, score, max_score, hidden_run, error, grader_version,"
+            " jax_version, hidden_digest, checks_digest, graded_at, duration_s, origin, result_json, submission_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (record_id, grading.unit_key, grading.submission, grading.submission_key, grading.source,
+             grading.commit, grading.content_hash, r.number, r.slug, r.title, r.seed, r.score, r.max_score,
+             int(r.hidden_run), r.error, grading.grader_version, grading.jax_version, grading.hidden_digest,
+             grading.checks_digest, utc_iso(grading.graded_at), round(r.duration_s, 3), grading.origin,
+             json.dumps(r.to_dict(private=True), sort_keys=True), grading.submission_id),
+        )
+        added = cur.rowcount == 1
+        if added:
+            self.db.executemany(
+                "INSERT INTO checks (grading_id, position, name, visibility, status, score, max_score, message,"
+                " private) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(cur.lastrowid, i, c.name, c.visibility, c.status, c.score, c.max_score, c.message, c.private)
+                 for i, c in enumerate(r.checks)],
+            )
         return added
 
     def _refuse_merge(self, key: str, submission_id: str, merge: bool) -> None:
@@ -311,12 +316,31 @@ class Gradebook:
             raise GradebookError(f"the gradebook already holds another submission under {key[5:]!r} (a different "
                                  f"repository or folder); pass --merge to record this one under the same name anyway")
 
-    def import_run(self, run: RunResult, *, origin: str, submission: str = "", merge: bool = False) -> tuple[int, int]:
-        """Record every exercise of ``run`` (a result file graded elsewhere).  Returns
-        (added, already present): the same result imported twice is recorded once.
+    def import_runs(self, runs: Iterable[tuple[RunResult, str]], *, submission: str = "",
+                    merge: bool = False) -> tuple[int, int]:
+        """Record every exercise of each (run, origin) -- results graded elsewhere, read and
+        checked by ``grader.course.result_file`` -- all or nothing, in one transaction.
+        Returns (added, already present): the same result imported twice is recorded once.
 
         Refused: an incomplete run (grading was interrupted; it is not a grade), and results
         that would merge two different submissions under one name without ``merge``."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            added = present = 0
+            for run, origin in runs:
+                a, p = self._import_run(run, origin=origin, submission=submission, merge=merge)
+                added, present = added + a, present + p
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return added, present
+
+    def import_run(self, run: RunResult, *, origin: str, submission: str = "", merge: bool = False) -> tuple[int, int]:
+        """``import_runs`` of one run."""
+        return self.import_runs([(run, origin)], submission=submission, merge=merge)
+
+    def _import_run(self, run: RunResult, *, origin: str, submission: str, merge: bool) -> tuple[int, int]:
         if run.incomplete:
             raise GradebookError("this result is incomplete (grading was interrupted): it is not a grade; "
                                  "grade the submission again")
@@ -333,7 +357,7 @@ class Gradebook:
                                    "grader_version": run.grader_version, "jax_version": run.jax_version,
                                    "exercise": ex.to_dict(private=True)}, sort_keys=True)
             record_id = "import:" + hashlib.sha256(identity.encode()).hexdigest()
-            added += self.add(Grading(
+            added += self._insert(Grading(
                 result=ex, submission=label, submission_key=key, source=run.submission, commit=commit,
                 grader_version=run.grader_version, jax_version=run.jax_version, graded_at=run.started_at,
                 origin=origin, record_id=record_id, submission_id=run.submission_id,
@@ -426,24 +450,3 @@ def export_json(book: Gradebook, *, history: bool = False, private: bool = False
     doc = {"format_version": EXPORT_FORMAT_VERSION, "schema_version": SCHEMA_VERSION, "history": history,
            "private": private, "gradings": book.gradings(history=history, private=private)}
     return json.dumps(doc, indent=2)
-
-
-def read_results(path: Path) -> list[RunResult]:
-    """The ``RunResult``(s) in a result file: one ``to_dict`` object, or a list of them."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise GradebookError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise GradebookError(f"{path} is not JSON ({exc})") from None
-    items = data if isinstance(data, list) else [data]
-    runs = []
-    for i, item in enumerate(items):
-        where = f"{path}" + (f" (item {i + 1})" if isinstance(data, list) else "")
-        try:
-            runs.append(RunResult.from_dict(item))
-        except ValueError as exc:
-            raise GradebookError(f"{where}: {exc}; write it with `grade ci ... --json FILE`") from None
-        except (KeyError, TypeError) as exc:
-            raise GradebookError(f"{where}: a grader result with a missing or malformed field ({exc})") from None
-    return runs
