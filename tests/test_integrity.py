@@ -945,7 +945,7 @@ def test_17_reading_answers_back_counts_against_the_exercises_budget(tmp_path, m
         with pytest.raises(SubmissionError) as err:
             sb.call("double", 3)
         assert sb.decode_s >= 3.0
-    assert err.value.kind == "timeout" and "went to reading back what your functions returned" in err.value.message
+    assert err.value.kind == "timeout" and "s reading back what your functions returned" in err.value.message
 
 
 def test_17_the_learner_is_told_to_return_an_array(course):

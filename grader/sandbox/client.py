@@ -456,10 +456,13 @@ class Sandbox:
         """The budget spent while reading an answer back stops the sandbox as waiting would."""
         __tracebackhide__ = True  # plain pytest shows the learner's failure, not these frames
         if self.busy_s > self.timeout_s:
+            running = self.busy_s - self.decode_s
+            advice = ("; return NumPy/JAX arrays rather than long lists, big dicts or huge strings"
+                      if self.decode_s > running else "")
             self._fail(SubmissionError(
-                "timeout", f"the exercise ran out of time: it is allowed {self.timeout_s:g} s in all, and "
-                           f"{self.decode_s:.1f} s of it went to reading back what your functions returned; "
-                           f"return NumPy/JAX arrays rather than long lists, big dicts or huge strings"))
+                "timeout", f"the exercise ran out of time: it is allowed {self.timeout_s:g} s in all, and it took "
+                           f"{running:.1f} s running your code and {self.decode_s:.1f} s reading back what your "
+                           f"functions returned{advice}"))
 
     def _read_answer(self, rid: int) -> dict:
         """The worker's answer to request ``rid``; lines that fail the HMAC were written by
