@@ -19,7 +19,9 @@ Three users over one shared core::
   Python process per exercise, with a memory cap, its own JAX caches and device count.
   The trusted side talks to it through ``grader.sandbox.client.Sandbox`` over a private
   pipe; every answer is **plain data** (``grader.plaindata``) -- numbers, strings,
-  arrays rebuilt from bytes -- so nothing the submission builds reaches the trusted side.
+  arrays rebuilt from bytes -- so nothing the submission builds reaches the trusted side,
+  and its cost is bounded in bytes, elements and depth before it is decoded
+  (``grader.boundedjson``), the decoding counted in the exercise's time budget.
 * **Probes** are measuring functions that run in the sandbox beside the learner's code:
   an exercise's own in ``grader.exercises.exNN_<topic>.probes`` (named
   ``"exNN_<topic>:<fn>"``; a worker imports only its exercise's), shared ones in
@@ -49,7 +51,9 @@ Grading for a course (``grader.course``, the README's "For courses" section):
   autograder zip; ``verify`` proves the suite (solutions full marks, stubs zero, wrong
   fixtures and cheats caught).
 * ``batch`` grades many forks, one (submission, exercise) unit per worker, and
-  ``gradebook`` records every result in SQLite, resumably.
+  ``gradebook`` records every result in SQLite, resumably.  ``result_file`` decides which
+  result files ``grade gradebook import`` takes: read within bounds, checked against the
+  manifest, and signed by ``grade ci`` when the course keeps a key (``GRADER_RESULT_KEY``).
 * A learner's repository is data: ``grader.gitsafe`` is the only module that runs git, never
   in a learner's repository (its objects are copied into one the grader made), and
   ``grader.safepath`` judges every name a learner chose before it becomes a path.
