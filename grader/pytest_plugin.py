@@ -17,6 +17,11 @@ state of the run (``STATE``).  Fixtures available to check tests:
 ``truth``
     a clean worker (no learner code; manifest ``clean_worker = true``) whose probes
     measure what the live JAX does, in a fresh process beside the sandbox.
+``reference``
+    the reference solution in a sandbox of the learner's kind (``None`` where it is not
+    available): what an honest solution costs for the same requests (``grader.testing``).
+``without_jax``
+    the learner's files in a worker where JAX does not exist (``grader.sandbox.nojax``).
 
 Each check test gets a deadline on the trusted side too (``CHECK_DEADLINE_S`` beyond the
 exercise's time budget): a check stuck in the grader's own code becomes a grader error
@@ -71,6 +76,22 @@ def truth(request) -> Sandbox:
 
 
 @pytest.fixture(scope="module")
+def reference(request) -> Sandbox | None:
+    """The reference solution in a sandbox of the learner's kind, for the checks of this
+    module's visibility (``grader.testing`` sends it the learner's requests); ``None`` where
+    the reference is not available (public checks only)."""
+    run, visibility = _run_for(request.node)
+    return run.reference_for(visibility)
+
+
+@pytest.fixture(scope="module")
+def without_jax(request) -> Sandbox:
+    """The learner's files in a worker where JAX does not exist (``grader.sandbox.nojax``)."""
+    run, visibility = _run_for(request.node)
+    return run.without_jax(visibility)
+
+
+@pytest.fixture(scope="module")
 def seed(request) -> int:
     return _run_for(request.node)[0].seed
 
@@ -104,12 +125,18 @@ def pytest_collection_modifyitems(session, config, items):
     kept, left = [], []
     for item in items:
         try:
-            run, _ = _run_for(item)
+            run, visibility = _run_for(item)
         except RuntimeError:
             kept.append(item)
             continue
         name = item.name.split("[")[0]
-        (kept if run.runs(name[len("test_"):] if name.startswith("test_") else name) else left).append(item)
+        if run.runs(name[len("test_"):] if name.startswith("test_") else name):
+            kept.append(item)
+            for fixture in ("reference", "without_jax"):  # workers that start only for a check that uses them
+                if fixture in getattr(item, "fixturenames", ()):
+                    run.want(fixture, visibility)
+        else:
+            left.append(item)
     if left:
         config.hook.pytest_deselected(items=left)
         items[:] = kept

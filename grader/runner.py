@@ -271,6 +271,14 @@ def _with_requirements(ex: Exercise, names: Iterable[str] | None) -> frozenset[s
     return frozenset(chosen)
 
 
+def reference_of(ex: Exercise, hidden_root: Path | None) -> Snapshot | None:
+    """The reference solution's files (``<hidden root>/<dir>/<files>``), or None where the
+    hidden root holds none (a learner's copy: public checks only)."""
+    if hidden_root is None or not (Path(hidden_root) / ex.dir / ex.module_file).is_file():
+        return None
+    return read_submission(Path(hidden_root), ex.dir, ex.files)
+
+
 def _start(ex: Exercise, snap: Snapshot, seed: int, course_root: Path, hidden_root: Path | None,
            tmp: Path, zygote: Zygote | None = None, only: frozenset[str] | None = None) -> ExerciseRun:
     """Copy the exercise's checks and start its workers (their JAX imports overlap the rest)."""
@@ -286,7 +294,7 @@ def _start(ex: Exercise, snap: Snapshot, seed: int, course_root: Path, hidden_ro
         shutil.copyfile(hidden, tmp / f"test_e{ex.number:02d}_hidden.py")
     limits = dict(timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices, zygote=zygote,
                   probes=probes_of_exercise(ex.number))
-    run = ExerciseRun(ex, snap, seed, only=only)
+    run = ExerciseRun(ex, snap, seed, only=only, limits=limits, reference_snapshot=reference_of(ex, hidden_root))
     if has_public:
         cache = compile_cache_for(snap) if hidden_root is None else None
         run.public = Sandbox(snap, compile_cache=cache, **limits)

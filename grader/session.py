@@ -21,7 +21,19 @@ CHECK_MODULE_RE = re.compile(r"^test_e(?P<num>\d+)_(?P<vis>public|hidden)\.py$")
 
 @dataclasses.dataclass
 class ExerciseRun:
-    """One exercise being graded: what the check fixtures need."""
+    """One exercise being graded: what the check fixtures need.
+
+    Besides the learner's sandboxes and the clean worker, two kinds of worker start only
+    when a selected check asks for them (``want``, at collection):
+
+    * ``reference_for(visibility)``: the **reference solution** (``reference_snapshot``, from
+      the hidden root) in a sandbox of exactly the learner's kind -- same zygote, limits,
+      probes and devices -- one per learner sandbox, so each sees the same kind of history.
+      A check sends it the request it sends the learner's (``grader.testing``): its totals
+      are what an honest solution costs.  ``None`` where the hidden root has no reference.
+    * ``without_jax(visibility)``: the learner's files in a worker where JAX does not exist
+      (``grader.sandbox.nojax``), for functions that must be formulas.
+    """
 
     exercise: Exercise
     snapshot: Snapshot
@@ -30,9 +42,35 @@ class ExerciseRun:
     hidden: Sandbox | None = None  # a sandbox of its own for the hidden checks
     clean: Sandbox | None = None  # learner-free worker for trusted measurements (manifest clean_worker)
     only: frozenset[str] | None = None  # the checks to run (with what they require); None: all
+    limits: dict = dataclasses.field(default_factory=dict)  # how this exercise's sandboxes start (Sandbox kwargs)
+    reference_snapshot: Snapshot | None = None  # the reference solution's files (None: not available here)
+    references: dict[str, Sandbox] = dataclasses.field(default_factory=dict)  # visibility -> its sandbox
+    nojax: dict[str, Sandbox] = dataclasses.field(default_factory=dict)  # visibility -> its sandbox
 
     def runs(self, check_name: str) -> bool:
         return self.only is None or check_name in self.only
+
+    def want(self, fixture: str, visibility: str) -> None:
+        """Make the worker a selected check's ``fixture`` needs (started with the others)."""
+        if fixture == "reference":
+            self.reference_for(visibility)
+        elif fixture == "without_jax":
+            self.without_jax(visibility)
+
+    def reference_for(self, visibility: str) -> Sandbox | None:
+        if self.reference_snapshot is None or self.reference_snapshot.problem is not None:
+            return None
+        if visibility not in self.references:
+            self.references[visibility] = Sandbox(self.reference_snapshot, **self.limits)
+        return self.references[visibility]
+
+    def without_jax(self, visibility: str) -> Sandbox:
+        """One per visibility, like the learner's own sandboxes: nothing a hidden check's
+        inputs taught the learner's code can reach a public check's message."""
+        if visibility not in self.nojax:
+            limits = {k: v for k, v in self.limits.items() if k not in ("zygote", "compile_cache")}
+            self.nojax[visibility] = Sandbox(self.snapshot, jax=False, **limits)
+        return self.nojax[visibility]
 
     @property
     def module_path(self) -> Path:
@@ -45,10 +83,11 @@ class ExerciseRun:
         return box
 
     def learner_sandboxes(self) -> list[Sandbox]:
-        return [w for w in (self.public, self.hidden) if w is not None]
+        return [w for w in (self.public, self.hidden, *self.nojax.values()) if w is not None]
 
     def workers(self) -> list[Sandbox]:
-        return [w for w in (self.public, self.hidden, self.clean) if w is not None]
+        return [w for w in (self.public, self.hidden, self.clean, *self.nojax.values(), *self.references.values())
+                if w is not None]
 
     @property
     def integrity(self) -> tuple[str, ...]:

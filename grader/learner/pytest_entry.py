@@ -6,7 +6,8 @@ checkout of the course or of the learners' repository
     pytest exercises/03_per_example_grad_norms            # -k, -x, --lf, -v all work
 
 runs that exercise's public checks against the learner's file in the very sandbox
-``grade exercise`` uses: the same fixtures (``submission``, ``truth``, ``seed``, ``rng``),
+``grade exercise`` uses: the same fixtures (``submission``, ``truth``, ``without_jax``, ``seed``, ``rng``; ``reference``
+is ``None``: a learner's copy has no reference solution),
 the same snapshot of the exercise's folder, the same integrity guard.  Only public checks
 run this way (they carry no points); ``grade`` itself disables this plugin (``-p
 no:grade``) and provides its own fixtures.
@@ -60,7 +61,7 @@ def _run(request):
 
         snap = read_submission(root, ex.dir, ex.files)
         limits = dict(timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices)
-        run = ExerciseRun(ex, snap, snap.seed(ex.number))
+        run = ExerciseRun(ex, snap, snap.seed(ex.number), limits=limits)
         run.public = Sandbox(snap, compile_cache=compile_cache_for(snap), **limits).start()
         if ex.clean_worker:
             run.clean = Sandbox.clean(**limits).start()
@@ -81,6 +82,20 @@ def truth(request):
     if run.clean is None:
         raise RuntimeError("this exercise has no learner-free worker (manifest clean_worker)")
     return run.clean
+
+
+@pytest.fixture(scope="module")
+def reference(request):
+    """The reference solution's sandbox: never here (a learner's copy has no solutions)."""
+    return None
+
+
+@pytest.fixture(scope="module")
+def without_jax(request):
+    run = _run(request)
+    box = run.without_jax("public")
+    box.begin_import()
+    return box
 
 
 @pytest.fixture(scope="module")

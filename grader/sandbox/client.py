@@ -219,6 +219,7 @@ class Sandbox:
         probes: str = "all",
         disk_mb: int | None = None,
         private_fs: bool = True,
+        jax: bool = True,
     ):
         if isinstance(source, (str, Path)):
             path = Path(source)
@@ -237,6 +238,7 @@ class Sandbox:
         self.private_fs = private_fs  # as root, a tmpfs of that size over its folder (else the watchdog alone)
         self._disk_ticket: int | None = None
         self._disk_over: tuple[int, int] | None = None
+        self.jax = jax  # False: a worker where JAX does not exist (grader.sandbox.nojax); calls only, no probes
         self.proc: subprocess.Popen | None = None
         self._dead: SubmissionError | None = None
         self._ready = False
@@ -274,7 +276,7 @@ class Sandbox:
         if self.user is not None:
             sandbox_user.hand_over(self._box, self.user)
         env = self._env(module_path)
-        if self.zygote is not None and self.zygote.alive:
+        if self.zygote is not None and self.zygote.alive and self.jax:  # a zygote has JAX loaded
             self.proc, self._to, self._from_fd = self.zygote.spawn(env, self._box, self._base / "io")
         else:
             self.proc, self._to, self._from_fd = self._spawn(env)
@@ -317,6 +319,8 @@ class Sandbox:
         })
         if not self.private_fs:
             env[disk.NO_TMPFS_ENV] = "1"
+        if not self.jax:
+            env["GRADER_NO_JAX"] = "1"
         if self.user is not None:
             env["GRADER_SANDBOX_UID"] = self.user.env_value
         # No persistent compile cache when learner code runs as a user of its own (as root):
@@ -632,6 +636,12 @@ class Sandbox:
 
     def request(self, op: str, target: str, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True  # plain pytest shows the learner's failure, not these frames
+        return self.result(self.submit(op, target, *args, **kwargs))
+
+    def submit(self, op: str, target: str, *args: Any, **kwargs: Any) -> int:
+        """Send a request without waiting for its answer (``result`` waits): two sandboxes
+        given the same request work on it at the same time."""
+        __tracebackhide__ = True  # plain pytest shows the learner's failure, not these frames
         from grader import plaindata  # numpy loads here, after the worker is already starting
 
         self._wait_ready()
@@ -647,6 +657,15 @@ class Sandbox:
         except (BrokenPipeError, OSError):
             self.proc.wait()
             self._fail(self._crash_error())
+        return rid
+
+    def result(self, rid: int) -> Any:
+        """The answer to request ``rid`` (from ``submit``); ``last_meter`` is then its meter."""
+        __tracebackhide__ = True  # plain pytest shows the learner's failure, not these frames
+        from grader import plaindata
+
+        if self._dead:
+            raise self._dead
         msg = self._read_answer(rid)
         self._check_budget()
         self._check_disk()

@@ -88,10 +88,15 @@ def to_jax(tree: Any) -> Any:
 
 
 class Context:
-    def __init__(self, module, module_path: str, roots=None):
+    def __init__(self, module, module_path: str, roots=None, jax_arrays: bool = True):
         self.module = module
         self.module_path = module_path
         self.roots = roots  # grader.sandbox.guard.Roots: where code comes from (compile attribution)
+        self.jax_arrays = jax_arrays  # False in a worker without JAX: arguments stay NumPy
+        #: objects one request prepares for a later one (a model, an optimizer state, padded
+        #: batches), so a measured request runs the graded function alone: what preparing
+        #: them compiles stays out of its count
+        self.slots: dict[str, Any] = {}
 
     def function(self, name: str) -> Callable:
         """The learner's ``name``, which must exist and be callable."""
@@ -122,8 +127,11 @@ class Context:
 
     def dispatch(self, op: str, target: str, args: list, kwargs: dict) -> Any:
         if op == "call":
-            return self.function(target)(*to_jax(args), **to_jax(kwargs))
+            convert = to_jax if self.jax_arrays else (lambda tree: tree)
+            return self.function(target)(*convert(args), **convert(kwargs))
         if op == "probe":
+            if not self.jax_arrays:
+                raise ValueError("a worker without JAX runs no probes")
             if not _PROBE_NAME.match(target):
                 raise ValueError(f"bad probe name {target!r}")
             mod_name, fn_name = target.split(":")
