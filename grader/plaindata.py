@@ -59,9 +59,10 @@ def _jax_array_types() -> tuple:
     try:
         import jax
 
-        return (jax.Array,)
+        array = getattr(jax, "Array", None)
     except Exception:  # pragma: no cover - jax is always installed here
         return ()
+    return (array,) if isinstance(array, type) else ()  # a worker without JAX has a stand-in (sandbox.nojax)
 
 
 def describe_type(value: Any) -> str:

@@ -163,9 +163,11 @@ class Roots:
         return _under(_norm(filename), self.third_party)
 
 
-def install(roots: Roots, violations: list, *, get_frame=sys._getframe) -> None:
+def install(roots: Roots, violations: list, *, get_frame=sys._getframe, forbidden_code: Iterable[str] = ()) -> None:
     """Install the guard; refused operations append a reason to ``violations``.
 
+    ``forbidden_code``: folders no module may be loaded from (a worker without JAX,
+    ``grader.sandbox.nojax``, forbids the JAX packages': their native code is XLA).
     Everything the hook uses is bound here, before any learner code exists, and it lives
     only in the hook's closure: nothing the learner's code can reach refers to it.
     """
@@ -178,9 +180,10 @@ def install(roots: Roots, violations: list, *, get_frame=sys._getframe) -> None:
     path_events = dict(_PATH_EVENTS)
     listing_events = frozenset({"os.listdir", "os.scandir", "glob.glob"})
     grader_import_folder = (os.path.dirname(roots.grader),)  # the sys.path entry of the grader's copy
+    forbidden = tuple(_norm(p) for p in forbidden_code)
     frame_attrs = _FRAME_ATTRS
     isdir, isabs, getcwd, fsdecode = os.path.isdir, os.path.isabs, os.getcwd, os.fsdecode
-    norm, join = os.path.normpath, os.path.join
+    norm, join, realpath = os.path.normpath, os.path.join, os.path.realpath
     under, kind, third_party = _under, roots.kind, roots.third_party_file
     sandbox, grader, writable, readable = (roots.sandbox,), (roots.grader,), roots.writable, roots.readable
     last_pyc: dict[int, bytes] = {}  # thread -> the .pyc the import system opened last
@@ -320,6 +323,9 @@ def install(roots: Roots, violations: list, *, get_frame=sys._getframe) -> None:
             filename = args[1] if len(args) > 1 else None
             if isinstance(filename, str) and filename.endswith((".so", ".pyd", ".dylib")) and kind(filename) != LIBRARY:
                 refuse(f"loaded a native extension from outside the Python installation: {filename}")
+            if forbidden and isinstance(filename, str) and (under(norm(filename), forbidden)
+                                                            or under(realpath(filename), forbidden)):
+                refuse(f"loaded JAX where it must not run: {filename}")
         elif event == "compile":
             source, filename = (tuple(args) + (None, None))[:2]
             if isinstance(filename, str) and kind(filename) == GRADER and who_asks()[0] != GRADER:

@@ -266,6 +266,16 @@ class _NoLearner(Exception):
     pass
 
 
+class _NoMeter:
+    """A worker without JAX compiles and traces nothing: its meter reads zeros."""
+
+    def read(self) -> dict[str, int]:
+        return {"compiles": 0, "traces": 0}
+
+    def problems(self) -> list[str]:
+        return []
+
+
 def main() -> None:
     die_with_parent()  # until the drop, which clears it; serve() asks again after it
     _limit_resources()
@@ -291,11 +301,18 @@ def import_harness() -> None:
     import unittest.mock  # noqa: F401
 
     import numpy as np  # noqa: F401
+
+    from grader import coverage, plaindata  # noqa: F401
+    from grader.sandbox import context as _context
+    from grader.sandbox import guard, seccomp  # noqa: F401
+
+    if os.environ.get("GRADER_NO_JAX") == "1":  # a worker without JAX (grader.sandbox.nojax)
+        from grader.sandbox import nojax  # noqa: F401
+        return
     import jax  # noqa: F401
 
-    from grader import compiles, coverage, plaindata  # noqa: F401
-    from grader.sandbox import context as _context
-    from grader.sandbox import guard, meter, seccomp  # noqa: F401
+    from grader import compiles  # noqa: F401
+    from grader.sandbox import meter  # noqa: F401
 
     _context.preload_probes(os.environ.get("GRADER_PROBES", "all"))
 
@@ -307,7 +324,6 @@ def serve(chan: _Channel) -> None:
 
     from grader.sandbox import context as _context
     from grader.sandbox import disk, guard, seccomp
-    from grader.sandbox.meter import Meter
 
     hello = chan.readline()
     if not hello or not hello.startswith(b"HELLO "):
@@ -320,8 +336,16 @@ def serve(chan: _Channel) -> None:
         uid, gid = (int(x) for x in os.environ["GRADER_SANDBOX_UID"].split(":"))
         disk.private_tmpfs(sandbox_dir, uid, gid, int(os.environ.get("GRADER_DISK_MB") or disk.SANDBOX_DISK_MB))
 
-    _context.preload_probes(os.environ.get("GRADER_PROBES", "all"))  # forked: what the zygote left out
-    meter = Meter()  # starts JAX's backend and plants its sentinels, before any learner code
+    no_jax = os.environ.get("GRADER_NO_JAX") == "1"
+    if no_jax:  # nothing of JAX is ever loaded here (grader.sandbox.nojax)
+        from grader.sandbox import nojax
+
+        meter = _NoMeter()
+    else:
+        from grader.sandbox.meter import Meter
+
+        _context.preload_probes(os.environ.get("GRADER_PROBES", "all"))  # forked: what the zygote left out
+        meter = Meter()  # starts JAX's backend and plants its sentinels, before any learner code
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)  # "where was it?" on a timeout
     root = bool(os.environ.get("GRADER_SANDBOX_UID"))
     if root:
@@ -335,6 +359,8 @@ def serve(chan: _Channel) -> None:
         remapped = []
     die_with_parent()
     _file_limits()
+    # where the JAX packages lie, as this user now reaches them (real paths: the guard resolves links)
+    forbidden = nojax.real_package_folders() if no_jax else []
     grader_dir = os.path.dirname(os.path.dirname(os.path.abspath(_context.__file__)))
     writable = [p for p in os.environ.get("GRADER_WRITABLE", "").split(os.pathsep) if p]
     guard_roots = guard.Roots.of_this_python(sandbox=sandbox_dir, grader=grader_dir, extra_library=remapped,
@@ -356,8 +382,10 @@ def serve(chan: _Channel) -> None:
         logging.getLogger(name).addFilter(lambda record: "persistent" not in str(record.msg).lower())
     violations: list[str] = []
     _context.seal_grader()
+    if no_jax:
+        nojax.install()
     seccomp.install()  # before the guard, which refuses ctypes
-    guard.install(guard_roots, violations)
+    guard.install(guard_roots, violations, forbidden_code=forbidden)
     _serve_requests(chan.buf, key, meter, violations, module_path, plaindata, _context, guard_roots)
 
 
@@ -451,7 +479,8 @@ def _learner_thread(inbox, outbox, module_path: str, plaindata, _context, roots)
     if "error" in hello:
         return
 
-    ctx = _context.Context(module=module, module_path=module_path, roots=roots)
+    ctx = _context.Context(module=module, module_path=module_path, roots=roots,
+                           jax_arrays=os.environ.get("GRADER_NO_JAX") != "1")
     while True:
         rid, payload = inbox.get()
         try:
