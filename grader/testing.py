@@ -1,16 +1,29 @@
-"""Helpers for check tests (trusted side): counting the learner's compilations and
-explaining them.
+"""Helpers for check tests (trusted side): counting compilations, judging the count, and
+explaining it.
 
-``count_compiles(submission, target, calls)`` runs the ``generic:count_compiles`` probe
-and returns ``Compiles``: the number of compilations of the learner's code -- the
-worker's own meter (every compilation the request caused, read from JAX's C++ cache by
-the worker's trusted thread) minus the incidental ones the probe could prove were JAX's
-own (see ``grader.compiles``).  Anything unproven counts as the learner's, so a
-submission that silences JAX's logs or confuses the recorder only raises its count.
-``compiles_of(submission, record)`` does the same for a probe of an exercise's own that
-records compilations.  ``expect_compiles`` turns a count into a verdict with feedback that
-is true for the failure: "no compilation was seen: is it jitted?" is not "3 compilations,
-expected at most 1".
+The verdict rests on totals.  Every answer of a sandbox carries the number of XLA
+compilations its request caused, read from JAX's C++ caches by the worker's trusted
+thread (``grader.sandbox.meter``): nothing in the learner's process can lower it.  A
+check sends the same request, at the same time, to the **reference solution** in a
+sandbox of the same kind (the ``reference`` fixture): its total is what an honest
+solution costs for exactly those calls, incidental compilations included
+(``jnp.zeros`` -> ``broadcast_in_dim``, optimizer helpers).  The learner's total may not
+exceed it.  The measured blocks are designed so the reference makes exactly the number
+the statement promises (inputs on device first, one-time work outside the block, each
+signature repeated, the graded function alone); ``budget`` turns any drift of the live
+JAX from that design into a grader error rather than into slack.
+
+Who compiled what -- the in-process recorder's attribution (``grader.compiles``: where
+the traced code comes from, which learner code can forge) -- is for **feedback** only:
+"3 look like your function `train_step`", with JAX's own cache-miss explanations.  Only
+where no reference solution is available (a learner's copy: public checks, 0 points)
+does the attributed count decide, and the message says so.
+
+``count_compiles(submission, reference, target, calls)`` calls a learner function with
+the ``generic:count_compiles`` probe; ``probe_compiles(submission, reference, probe,
+...)`` runs an exercise's own probe whose answer holds a recorder's record under
+``"compiles"``.  ``expect_compiles`` turns ``Compiles`` into a verdict whose feedback is
+true for the failure.
 
 Everything here parses text the learner's process produced (JAX's log lines, cache-miss
 explanations), so it caps sizes and uses only line-anchored patterns: linear time, whatever
@@ -21,49 +34,130 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any
 
 from grader.feedback import CheckFailed
+from grader.sandbox.client import SubmissionError
 
 MAX_MESSAGES, MAX_MESSAGE_CHARS = 50, 4000
 _SIG_ARRAY = re.compile(r"ShapedArray\((?P<body>[^()]{0,300})\)")
 _SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int32": "i32", "int64": "i64",
           "int8": "i8", "int16": "i16", "uint8": "u8", "uint32": "u32"}
+NO_REFERENCE = ("no reference solution here (public checks only): counted as the compilations not traced to "
+                "JAX's own code")
+
+
+class ReferenceMismatch(RuntimeError):
+    """The reference solution's total is not what the check was designed around: the live
+    JAX compiles differently, and judging by it would leave slack (a grader error)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Compiles:
-    """The compilations one request to the sandbox caused."""
+    """The compilations one request caused, and what an honest solution costs for it."""
 
-    learner: int  # of the learner's code: total minus the incidental ones proven to be JAX's own
-    total: int  # all of them (the worker's meter)
-    incidental: int
-    events: tuple[dict, ...] = ()  # the learner's compilations the probe saw: {"name", "signature"}
+    total: int  # every compilation of the request: the worker's meter (JAX's C++ caches, trusted thread)
+    reference: int | None  # the reference solution's total for the same request; None: not available here
+    attributed: int  # total minus what the recorder proved JAX's own (feedback; decides only without a reference)
+    incidental: int = 0
+    events: tuple[dict, ...] = ()  # the compilations the recorder attributed to the learner: {"name", "signature"}
     cache_misses: tuple[str, ...] = ()  # JAX's jax_explain_cache_misses messages
+
+    @property
+    def counted(self) -> int:
+        """What a verdict counts: the total, or, without a reference, the attributed count."""
+        return self.total if self.reference is not None else self.attributed
 
     def names(self) -> list[str]:
         return sorted({e["name"] for e in self.events})
 
 
-def compiles_of(submission, record: dict) -> Compiles:
+def compiles_of(submission, record: dict, reference_total: int | None = None) -> Compiles:
     """The compilations of the request that returned ``record`` (a ``CompileRecorder``'s
-    ``to_plain()``), checked against the sandbox's meter for that request."""
+    ``to_plain()``): its total is the sandbox's meter for that request (read now);
+    ``reference_total`` the reference solution's for the same request."""
     total = int(submission.last_meter.get("compiles", 0))
-    incidental = record.get("incidental", 0)
+    incidental = record.get("incidental", 0) if isinstance(record, dict) else 0
     if type(incidental) is not int or not 0 <= incidental <= total:  # compilations that never happened
         submission.note_violation("reported compilations that did not happen")
         incidental = 0
+    record = record if isinstance(record, dict) else {}
     events = tuple({"name": str(e.get("name", ""))[:200], "signature": str(e.get("signature", ""))[:2000]}
-                   for e in record.get("events", [])[:200] if isinstance(e, dict))
-    misses = tuple(str(m)[:MAX_MESSAGE_CHARS] for m in record.get("cache_misses", [])[:MAX_MESSAGES])
-    return Compiles(learner=total - incidental, total=total, incidental=incidental, events=events,
-                    cache_misses=misses)
+                   for e in list(record.get("events", []))[:200] if isinstance(e, dict))
+    misses = tuple(str(m)[:MAX_MESSAGE_CHARS] for m in list(record.get("cache_misses", []))[:MAX_MESSAGES])
+    return Compiles(total=total, reference=reference_total, attributed=total - incidental, incidental=incidental,
+                    events=events, cache_misses=misses)
 
 
-def count_compiles(submission, target: str, calls: list, explain: bool = True) -> tuple[list, Compiles]:
-    """Call the learner's ``target`` once per ``{"args": [...], "kwargs": {...}}``; returns
-    (outputs, the compilations those calls caused)."""
-    out = submission.probe("generic:count_compiles", target, calls, explain)
-    return out["outputs"], compiles_of(submission, out["compiles"])
+def probe_pair(submission, reference, probe: str, *args: Any, **kwargs: Any) -> Any:
+    """Run ``probe`` in the learner's sandbox and the same request in the reference
+    solution's (``reference`` may be None), at the same time: wall time is the slower of
+    the two, not their sum.  Returns the learner's answer; ``submission.last_meter`` and
+    ``reference.last_meter`` then hold each one's meter.  The learner's failure is raised
+    as it is (the reference's answer is still read, so the next request pairs up); the
+    reference's own failure is a grader error."""
+    __tracebackhide__ = True
+    return probe_both(submission, reference, probe, *args, **kwargs)[0]
+
+
+def probe_both(submission, reference, probe: str, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+    """``probe_pair``, returning both answers: (the learner's, the reference's or None)."""
+    __tracebackhide__ = True
+    rid = submission.submit("probe", probe, *args, **kwargs)
+    ref_rid = reference.submit("probe", probe, *args, **kwargs) if reference is not None else None
+    try:
+        out = submission.result(rid)
+    except SubmissionError:
+        if ref_rid is not None:
+            try:
+                reference.result(ref_rid)
+            except SubmissionError:
+                pass
+        raise
+    ref_out = None
+    if ref_rid is not None:
+        try:
+            ref_out = reference.result(ref_rid)
+        except SubmissionError as exc:
+            raise RuntimeError(f"the reference solution failed on the request the learner's code got "
+                               f"({probe}): {exc.message}") from None
+    return out, ref_out
+
+
+def probe_compiles(submission, reference, probe: str, *args: Any, **kwargs: Any) -> tuple[Any, Compiles]:
+    """``probe_pair`` for a measured request: the learner's answer and its ``Compiles`` (the
+    learner's total, the reference's total for the same request, and the recorder's record
+    the probe returns under ``"compiles"``, for feedback)."""
+    __tracebackhide__ = True
+    out = probe_pair(submission, reference, probe, *args, **kwargs)
+    ref_total = int(reference.last_meter.get("compiles", 0)) if reference is not None else None
+    record = out.get("compiles", {}) if isinstance(out, dict) else {}
+    return out, compiles_of(submission, record, ref_total)
+
+
+def count_compiles(submission, reference, target: str, calls: list, explain: bool = True) -> tuple[list, Compiles]:
+    """Call the learner's ``target`` once per ``{"args": [...], "kwargs": {...}}`` (inputs on
+    device first); returns (outputs, the compilations those calls caused), with the
+    reference solution's total for the same calls."""
+    out, compiles = probe_compiles(submission, reference, "generic:count_compiles", target, calls, explain)
+    return out["outputs"], compiles
+
+
+def budget(compiles: Compiles, at_least: int, at_most: int | None) -> tuple[int, int | None]:
+    """(at least, at most) compilations for this verdict.
+
+    With a reference: exactly its total is allowed, and it must be what the check was
+    designed around (``at_least <= reference <= at_most``): otherwise the live JAX
+    compiles differently from the design, and a budget taken from it would be slack or
+    an impossible demand -- ``ReferenceMismatch``, a grader error.  Without one: the
+    check's own numbers, judged on the attributed count."""
+    if compiles.reference is None:
+        return at_least, at_most
+    ref = compiles.reference
+    if ref < at_least or (at_most is not None and ref > at_most):
+        raise ReferenceMismatch(f"the reference solution compiled {ref} time(s) for these calls; the check expects "
+                                f"between {at_least} and {at_most}: the measured block no longer fits the installed JAX")
+    return ref, ref
 
 
 def short_signature(sig: str) -> str:
@@ -138,16 +232,24 @@ def changed_arguments(messages) -> list[str]:
 
 
 def explain(compiles: Compiles, limit: int = 6) -> str:
-    """A readable account of what compiled and why, for feedback."""
-    lines = []
+    """A readable account of what compiled and why, for feedback: the totals the verdict
+    rests on, then what the recorder saw (which learner code can disguise: never judged)."""
+    if compiles.reference is not None:
+        lines = [f"{compiles.total} compilation(s) during these calls; the reference solution makes "
+                 f"{compiles.reference} for the same calls"]
+    else:
+        lines = [f"{compiles.attributed} compilation(s) of code in your file ({NO_REFERENCE})"]
+    if compiles.events:
+        names = ", ".join(f"`{n}`" for n in compiles.names()[:4])
+        lines.append(f"{len(compiles.events)} look like your function(s) {names}:")
     for i, e in enumerate(compiles.events[:limit], 1):
         sig = short_signature(e["signature"]) if e["signature"] else "?"
         lines.append(f"compile {i}: jit({e['name']}) with ({sig})")
     if len(compiles.events) > limit:
         lines.append(f"... and {len(compiles.events) - limit} more")
-    unseen = compiles.learner - len(compiles.events)
+    unseen = compiles.attributed - len(compiles.events)
     if unseen > 0:
-        lines.append(f"{unseen} compilation(s) the grader could not trace to JAX's own code (counted as yours)")
+        lines.append(f"{unseen} more that the grader could not trace to JAX's own code")
     misses = learner_misses(compiles, compiles.names() or None)
     reasons = cache_miss_reasons(misses)
     if reasons:
@@ -156,34 +258,40 @@ def explain(compiles: Compiles, limit: int = 6) -> str:
     if changed:
         lines.append("arguments JAX names as changing between calls: " + "; ".join(changed))
     if compiles.incidental:
-        lines.append(f"not counted: {compiles.incidental} compilation(s) of JAX's own helpers")
+        lines.append(f"{compiles.incidental} look like JAX's own helpers (jnp.zeros, .astype, optimizer init: "
+                     f"{'counted too: the reference makes its own' if compiles.reference is not None else 'not counted'})")
     return "\n".join(lines)
 
 
 def expect_compiles(compiles: Compiles, *, at_most: int | None = None, at_least: int = 1,
                     what: str = "your function", hint: str = "", advice: str = "") -> int:
-    """The learner's code compiled between ``at_least`` and ``at_most`` times.
+    """At most as many compilations as the reference solution makes for the same calls
+    (which must be what the check expects: ``budget``), and at least ``at_least``; without
+    a reference, the attributed count between ``at_least`` and ``at_most``.
 
     A failure says which way it went: none at all (is it jitted?), too few, or too many;
     ``diagnosis`` and ``advice`` carry only counts, so a hidden check may show them."""
     __tracebackhide__ = True
-    count = compiles.learner
-    if count < at_least:
+    low, high = budget(compiles, at_least, at_most)
+    count = compiles.counted
+    of_what = "during these calls" if compiles.reference is not None else f"of {what}"
+    if count < low:
         if count == 0:
             message, diagnosis = (f"no compilation of {what} was seen",
                                   f"0 compilations of {what}: is the function jitted, and is the work done inside it?")
         else:
-            message = diagnosis = f"{what} compiled only {count} time(s); expected at least {at_least}"
+            message = diagnosis = f"{what} compiled only {count} time(s); expected at least {low}"
         raise CheckFailed(
-            message, measured=f"{count} compilation(s) of code in your file\n{explain(compiles)}".rstrip(),
-            expected=f"at least {at_least}", diagnosis=diagnosis,
+            message, measured=explain(compiles), expected=f"at least {low}", diagnosis=diagnosis,
             hint=hint or "decorate the function with @jax.jit, and do the work inside it",
             advice=advice or "decorate the function with @jax.jit, and do the work inside it",
         )
-    if at_most is not None and count > at_most:
-        message = f"{count} compilations of {what}; expected at most {at_most}"
+    if high is not None and count > high:
+        ref = (f"; the reference solution makes {high} for the same calls" if compiles.reference is not None
+               else f"; expected at most {high}")
+        message = f"{count} compilations {of_what}{ref}"
         raise CheckFailed(
-            message, measured=explain(compiles), expected=f"at most {at_most} compilation(s)", diagnosis=message,
+            message, measured=explain(compiles), expected=f"at most {high} compilation(s)", diagnosis=message,
             hint=hint or "run with JAX_LOG_COMPILES=1 and JAX_EXPLAIN_CACHE_MISSES=1 to see what changes between calls",
             advice=advice or "run your own calls with JAX_LOG_COMPILES=1 and JAX_EXPLAIN_CACHE_MISSES=1: each "
                              "compilation after the first says which argument changed",

@@ -1,5 +1,8 @@
-"""The compile recorder: whose compilations they are is decided by where the traced code
-comes from -- never by names -- and JAX's own incidental compilations are told apart."""
+"""Counting compilations.  Verdicts: the meter's total against the reference solution's total
+for the same calls (``grader.testing``), which no forged attribution lowers.  Feedback (and
+the fallback where no reference exists): the recorder, which decides whose compilations they
+are by where the traced code comes from -- never by names -- and tells JAX's own incidental
+compilations apart."""
 
 import functools
 import logging
@@ -7,8 +10,10 @@ import logging
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from grader.compiles import CompileRecorder, defined_function_names
+from grader.feedback import CheckFailed
 
 
 def fresh(name="target", **jit_kwargs):
@@ -159,3 +164,138 @@ def test_to_plain_is_json_ready():
     plain = rec.to_plain()
     assert plain["own_by_name"] == {"plain_fn": 1} and plain["events"][0]["name"] == "plain_fn"
     json.dumps(plain)
+
+
+# --- verdicts rest on totals, against the reference solution's (grader.testing) ------------------
+
+FORGE = '''
+import concurrent.futures, jax, jax.numpy as jnp
+from jax._src import source_info_util
+from jax._src.lib import xla_client
+
+# a traceback of library frames only, captured in another thread
+LIBRARY_TB = concurrent.futures.ThreadPoolExecutor(1).submit(xla_client.Traceback.get_traceback).result()
+_n = [0]
+
+def _body(x):
+    _n[0] += 1
+    jax.config.update("jax_xla_profile_version", _n[0])  # in the trace context: the next call misses
+    if _n[0] > 1:
+        _traced.__name__ = "convert_element_type"
+        with source_info_util.user_context(LIBRARY_TB):
+            return jnp.sin(x) * 2.0
+    return jnp.sin(x) * 2.0
+
+def _traced(x):
+    return _body(x)
+
+step = jax.jit(_traced)
+'''
+
+
+def _forged_step():
+    ns = {}
+    exec(compile(FORGE, "/tmp/learner_forge.py", "exec"), ns)
+    return ns["step"]
+
+
+def test_forged_source_info_fools_the_attribution_but_not_the_total():
+    """Learner code can make its compilations look like JAX's own (a library traceback set as
+    the trace's source-info context, a library name): the recorder's attribution drops them,
+    the meter's total cannot, and the verdict rests on the total."""
+    from jax._src.interpreters import pxla
+
+    from grader.testing import Compiles, expect_compiles
+
+    step = _forged_step()
+    x = jnp.zeros(3)
+    jnp.sin(x)  # the eager sin of the first trace below is compiled already
+    before = pxla._cached_compilation.cache_info().misses
+    try:
+        with CompileRecorder() as rec:
+            for _ in range(4):
+                step(x)
+    finally:
+        jax.config.update("jax_xla_profile_version", 0)
+    total = pxla._cached_compilation.cache_info().misses - before
+    assert total == 4 and rec.learner < total  # four compilations, some disguised as JAX's own
+    forged = Compiles(total=total, reference=1, attributed=rec.learner, incidental=rec.incidental)
+    with pytest.raises(CheckFailed) as info:
+        expect_compiles(forged, at_least=1, at_most=1, what="step")
+    assert "4 compilations during these calls; the reference solution makes 1" in info.value.message
+
+
+def test_the_budget_is_the_reference_total_which_must_be_what_the_check_expects():
+    from grader.testing import Compiles, ReferenceMismatch, budget, expect_compiles
+
+    assert expect_compiles(Compiles(total=1, reference=1, attributed=0), at_least=1, at_most=1) == 1
+    assert budget(Compiles(total=0, reference=0, attributed=0), 0, 0) == (0, 0)
+    with pytest.raises(CheckFailed):  # one more than the reference, whatever the attribution says
+        expect_compiles(Compiles(total=2, reference=1, attributed=0), at_least=1, at_most=1)
+    with pytest.raises(CheckFailed) as info:  # none at all
+        expect_compiles(Compiles(total=0, reference=1, attributed=0), at_least=1, at_most=1)
+    assert "jitted" in info.value.diagnosis
+    for ref in (0, 2):  # the live reference disagrees with the check's design: a grader error, never slack
+        with pytest.raises(ReferenceMismatch):
+            expect_compiles(Compiles(total=ref, reference=ref, attributed=ref), at_least=1, at_most=1)
+    # without a reference the attributed count is judged, and the message says so
+    with pytest.raises(CheckFailed) as info:
+        expect_compiles(Compiles(total=1, reference=None, attributed=2), at_least=1, at_most=1)
+    assert "no reference solution here" in info.value.measured
+
+
+class _Box:
+    """A sandbox stand-in: answers in order, or fails as told."""
+
+    def __init__(self, answers, compiles):
+        self.answers, self.compiles = list(answers), compiles
+        self.last_meter, self.sent, self.read, self.violations = {}, [], [], []
+
+    def submit(self, op, target, *args, **kwargs):
+        self.sent.append(target)
+        return len(self.sent)
+
+    def result(self, rid):
+        self.read.append(rid)
+        self.last_meter = {"compiles": self.compiles, "traces": 0}
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def note_violation(self, reason):
+        self.violations.append(reason)
+
+
+def test_probe_pair_sends_both_requests_first_and_always_reads_both_answers():
+    from grader.sandbox.client import SubmissionError
+    from grader.testing import probe_compiles, probe_pair
+
+    learner, reference = _Box([{"compiles": {}}], 5), _Box([{"compiles": {}}], 2)
+    out, compiles = probe_compiles(learner, reference, "generic:count_compiles")
+    assert (compiles.total, compiles.reference) == (5, 2) and learner.read == reference.read == [1]
+    # the learner's failure is the learner's: the reference's answer is still read (the next pair lines up)
+    learner, reference = _Box([SubmissionError("exception", "boom")], 0), _Box([{}], 0)
+    with pytest.raises(SubmissionError):
+        probe_pair(learner, reference, "x:y")
+    assert reference.read == [1]
+    # the reference's failure is the grader's
+    with pytest.raises(RuntimeError, match="reference solution failed"):
+        probe_pair(_Box([{}], 0), _Box([SubmissionError("exception", "boom")], 0), "x:y")
+
+
+def test_a_forging_file_fails_against_the_reference_in_real_sandboxes(tmp_path):
+    """End to end: the same calls in the learner's sandbox and in the reference's; the
+    learner's total is judged, however its compilations are disguised."""
+    from grader.sandbox.client import Sandbox
+    from grader.submission import from_source
+    from grader.testing import count_compiles, expect_compiles
+
+    honest = "import jax, jax.numpy as jnp\n\n@jax.jit\ndef step(x):\n    return jnp.sin(x) * 2.0\n"
+    calls = [{"args": [np.ones(5, np.float32)]} for _ in range(4)]
+    with Sandbox(from_source(str(tmp_path / "f.py"), "f.py", FORGE.encode()), timeout_s=60) as learner, \
+            Sandbox(from_source(str(tmp_path / "r.py"), "r.py", honest.encode()), timeout_s=60) as reference:
+        _, compiles = count_compiles(learner, reference, "step", calls)
+    assert compiles.reference == 1 and compiles.total >= 4 and not learner.integrity
+    with pytest.raises(CheckFailed):
+        expect_compiles(compiles, at_least=1, at_most=1, what="step")

@@ -273,8 +273,8 @@ def double(x):
 """
     calls = [{"args": [np.ones(n, np.float32)]} for n in (3, 4, 5)]
     with Sandbox(from_source(str(tmp_path / "double.py"), "double.py", src.encode()), timeout_s=60) as sb:
-        _, compiles = count_compiles(sb, "double", calls)
-    assert compiles.learner == 3  # three fresh functions, three compilations: all the learner's
+        _, compiles = count_compiles(sb, None, "double", calls)
+    assert compiles.attributed == 3  # three fresh functions, three compilations: all the learner's
 
 
 # --- (8) hidden inputs never reach public messages ---------------------------------------------------

@@ -294,6 +294,6 @@ def test_real_exercise_3_twice_gives_the_same_score_and_compile_counts(tmp_path)
     counts = []
     for _ in range(2):
         with Sandbox(sub / "grad_norms.py") as sb:
-            _, compiles = count_compiles(sb, "per_example_grad_norms", calls)
-            counts.append((compiles.learner, compiles.names()))
+            _, compiles = count_compiles(sb, None, "per_example_grad_norms", calls)
+            counts.append((compiles.attributed, compiles.names()))
     assert counts[0] == counts[1] == (2, ["per_example_grad_norms"])

@@ -185,7 +185,7 @@ def test_compile_counts_are_the_same_with_a_warm_compile_cache(tmp_path, open_tm
     counts, entries = [], []
     for _ in range(2):  # the second sandbox finds both programs in the persistent cache
         with sandbox_for(tmp_path, src, compile_cache=cache) as sb:
-            counts.append(count_compiles(sb, "f", calls)[1].learner)
+            counts.append(count_compiles(sb, None, "f", calls)[1].attributed)
             assert not sb.integrity
         assert "persistent compilation cache" not in sb.output.lower()  # complete once the worker ended
         entries.append(sorted(p.name for p in cache.rglob("*") if p.is_file() and p.name[0] != "."))
@@ -200,7 +200,7 @@ def test_as_root_sandboxes_share_no_compile_cache(tmp_path, open_tmp):
     cache.mkdir()
     os.chmod(cache, 0o777)
     with sandbox_for(tmp_path, "import jax\n@jax.jit\ndef f(x):\n    return x * 2\n", compile_cache=cache) as sb:
-        assert count_compiles(sb, "f", [{"args": [np.zeros(3, np.float32)]}])[1].learner == 1
+        assert count_compiles(sb, None, "f", [{"args": [np.zeros(3, np.float32)]}])[1].attributed == 1
     assert not any(cache.iterdir()) and "persistent" not in sb.output.lower()
 
 
@@ -347,7 +347,7 @@ def test_zygote_workers_are_fresh_isolated_workers(tmp_path, zygote):
     seen = []
     for devices in (8, 2):  # each child gets its own device count and empty caches
         with sandbox_for(tmp_path, src, zygote=zygote, cpu_devices=devices) as sb:
-            counts = count_compiles(sb, "f", calls)[1].learner
+            counts = count_compiles(sb, None, "f", calls)[1].attributed
             seen.append((counts, sb.call("info")["devices"], sb.call("info")["uid"] != 0 or os.geteuid() != 0))
             assert sb.output == "hi\n"
             assert isinstance(sb.proc, object) and sb.proc.pid != zygote.proc.pid

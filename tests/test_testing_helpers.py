@@ -37,34 +37,39 @@ def record_of(calls, static=()):
     return rec.to_plain(), total
 
 
-def test_compiles_subtract_only_proven_incidental_compilations():
+def test_attribution_subtracts_only_proven_incidental_compilations():
     record, total = record_of([((jnp.zeros(3),), {"lr": 0.1}), ((jnp.zeros(3),), {"lr": 0.2})], static=("lr",))
     c = compiles_of(FakeSandbox(total), record)
-    assert c.learner == 2 and c.total == total and c.incidental == total - 2
+    assert c.attributed == 2 and c.total == total and c.incidental == total - 2
+    assert c.reference is None and c.counted == c.attributed  # no reference: the attribution decides
     text = explain(c)
     assert "compile 1: jit(step) with (f32[3])" in text
     assert "lr (static value" in text and "https://" not in text
     # compilations the recorder never saw (it was silenced) count as the learner's
-    assert compiles_of(FakeSandbox(total + 3), record).learner == 5
+    assert compiles_of(FakeSandbox(total + 3), record).attributed == 5
+    # with a reference, the total is what counts, whatever the recorder attributed
+    with_ref = compiles_of(FakeSandbox(total), record, reference_total=2)
+    assert with_ref.counted == total and "the reference solution makes 2" in explain(with_ref)
 
 
 def test_a_record_claiming_more_compilations_than_happened_is_an_integrity_violation():
     box = FakeSandbox(1)
     c = compiles_of(box, {"incidental": 2, "events": [], "cache_misses": []})
-    assert box.violations and c.learner == 1 and c.incidental == 0
+    assert box.violations and c.attributed == 1 and c.incidental == 0
 
 
 def test_expect_compiles_says_which_way_it_failed():
-    none = Compiles(learner=0, total=2, incidental=2)
+    none = Compiles(total=2, reference=None, attributed=0, incidental=2)
     with pytest.raises(CheckFailed) as info:
         expect_compiles(none, at_least=1, what="`step`")
     assert "0 compilations" in info.value.diagnosis and "jitted" in info.value.diagnosis
-    many = Compiles(learner=3, total=3, incidental=0)
+    many = Compiles(total=3, reference=None, attributed=3)
     assert expect_compiles(many, at_most=3) == 3
     with pytest.raises(CheckFailed) as info:
         expect_compiles(many, at_most=1, what="`step`")
     err = info.value
     assert err.message == "3 compilations of `step`; expected at most 1" == err.diagnosis
+    assert "no reference solution here" in err.measured
     assert err.expected == "at most 1 compilation(s)" and "jitted" not in err.diagnosis
 
 
@@ -77,7 +82,7 @@ def test_parsing_learner_logged_text_is_linear_and_capped():
     evil = "TRACING CACHE MISS\n" + "  * at " + "x, now " * 200_000  # quadratic for a naive regex
     t0 = time.monotonic()
     changed_arguments([evil] * 100)
-    explain(Compiles(learner=1, total=1, incidental=0, cache_misses=(evil,) * 100))
+    explain(Compiles(total=1, reference=1, attributed=1, cache_misses=(evil,) * 100))
     assert time.monotonic() - t0 < 2.0
 
 

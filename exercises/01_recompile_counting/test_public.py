@@ -6,7 +6,7 @@ checks draw new random sequences and a new workload at grading time.
 
 import numpy as np
 
-from grader.exercises.ex01_recompile.judges import as_count, expected_score, mode_of
+from grader.exercises.ex01_recompile.judges import as_count, expected_score, mode_of, warm_up_score
 from grader.feedback import CheckFailed, expect_array, expect_close
 from grader.testing import count_compiles, expect_compiles
 
@@ -111,7 +111,7 @@ def describe_request(args, kwargs):
     return f"logits f32{list(logits.shape)}, temperature {temperature:.3f}, shift as {how_shift}, {how_mode}"
 
 
-def test_serves_small_workload(submission, rng):
+def test_serves_small_workload(submission, reference, rng):
     requests = []
     for shape, mode, shift_is_array, mode_kw in [((2, 5), "probs", False, False), ((2, 5), "probs", True, True),
                                                  ((2, 5), "logz", True, False), ((3, 4), "logz", False, True),
@@ -127,7 +127,8 @@ def test_serves_small_workload(submission, rng):
         else:
             args.append(mode)
         requests.append({"args": args, "kwargs": kwargs})
-    outputs, compiles = count_compiles(submission, "score", requests)
+    warm_up_score(submission, reference)
+    outputs, compiles = count_compiles(submission, reference, "score", requests)
     for req, out in zip(requests, outputs):
         expected = expected_score(req)
         what = f"score({describe_request(req['args'], req['kwargs'])})"

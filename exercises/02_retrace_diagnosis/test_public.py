@@ -65,9 +65,9 @@ def draw_sample(seed):
 
 
 @pytest.fixture(scope="module")
-def sample_run(submission, seed):
+def sample_run(submission, reference, seed):
     """One training run shared by this file's checks: (case, probe output, error)."""
-    return training_outcome(submission, seed, draw_sample, BUCKETS)
+    return training_outcome(submission, reference, seed, draw_sample, BUCKETS)
 
 
 def test_pads_to_bucket(submission, rng):

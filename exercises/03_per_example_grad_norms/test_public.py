@@ -45,9 +45,9 @@ def test_matches_reference_small(submission, rng):
                  hint="each entry is sqrt(sum of squares of ALL gradient leaves) for that one example")
 
 
-def test_compiles_once_for_one_shape(submission, rng):
+def test_compiles_once_for_one_shape(submission, reference, rng):
     params = make_params(rng, [3, 4, 2])
     calls = [{"args": [params, rng.normal(size=(4, 3)).astype(np.float32), rng.normal(size=(4, 2)).astype(np.float32)]}
              for _ in range(3)]
-    _, compiles = count_compiles(submission, "per_example_grad_norms", calls)
+    _, compiles = count_compiles(submission, reference, "per_example_grad_norms", calls)
     expect_compiles(compiles, at_least=1, at_most=1, what="per_example_grad_norms")

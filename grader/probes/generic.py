@@ -33,3 +33,12 @@ def jaxpr_of(ctx, target: str, args: list, kwargs: dict | None = None, static_ar
     fn = ctx.function(target)
     closed = _make_jaxpr(fn, static_argnums=tuple(static_argnums))(*to_jax(args), **to_jax(kwargs or {}))
     return ir.jaxpr_summary(closed)
+
+
+def warm_up(ctx, target: str, calls: list) -> None:
+    """Call ``target`` once per call, unmeasured: what a measured request that follows must
+    not count (a Python scalar's one-time conversion) is compiled here, in the learner's
+    sandbox and in the reference solution's alike."""
+    fn = ctx.function(target)
+    for c in calls:
+        _block(fn(*to_jax(c.get("args", [])), **to_jax(c.get("kwargs", {}))))

@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 
 from grader.coverage import Coverage, check_rng, ensure
-from grader.exercises.ex01_recompile.judges import as_count, expected_score, mode_of
+from grader.exercises.ex01_recompile.judges import as_count, expected_score, mode_of, warm_up_score
 from grader.feedback import CheckFailed
-from grader.testing import compiles_of, expect_compiles
+from grader.testing import expect_compiles, probe_compiles
 
 # ---------------------------------------------------------------------------------------
 # Part A.  A call is held as a state
@@ -691,11 +691,11 @@ def test_predicts_cache_reuse(submission, truth, rng):
 # ---------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def workload(submission, seed):
+def workload(submission, reference, seed):
     requests, budget, plan = draw_workload(check_rng(seed, WORKLOAD_TEST))
     ensure("workload_outputs_correct", WORKLOAD_REQUIRED, workload_labels(check_rng(seed, WORKLOAD_TEST)))
-    out = submission.probe("ex01_recompile:serve_workload", requests)
-    compiles = compiles_of(submission, out["compiles"])  # this request's meter, read now
+    warm_up_score(submission, reference)
+    out, compiles = probe_compiles(submission, reference, "ex01_recompile:serve_workload", requests)
     return requests, budget, plan, out["outputs"], compiles, out["per_request"]
 
 
@@ -794,10 +794,10 @@ def test_workload_within_compile_budget(workload):
         "jitted function the same way every time")
     try:
         expect_compiles(compiles, at_least=1, at_most=budget, what="score", hint=advice,
-                        advice=advice if compiles.learner > budget else "")
+                        advice=advice if compiles.counted > budget else "")
     except CheckFailed as exc:
-        if compiles.learner > budget:  # too many: say what the requests that compiled have in common
-            exc.diagnosis = (f"{compiles.learner} compilations over the workload, more than one per (logits shape, "
+        if compiles.counted > budget:  # too many: say what the requests that compiled have in common
+            exc.diagnosis = (f"{compiles.counted} compilations over the workload, more than one per (logits shape, "
                              f"mode) pair: " + ("; ".join(CAUSES[c][0] for c in causes) or
                                                 "the requests that compiled again could not be told apart"))
         raise

@@ -7,8 +7,9 @@ bucket length other than the largest at least once, and a decaying learning rate
 is drawn from `compiles_at_most_buckets`' generator and its COVERAGE entry says what it
 holds at every seed; `padding_and_mask` also pads batches with a second bucket list drawn
 from its own generator (its own COVERAGE entry).  A failed check tells the learner what is
-true of the failure (``diagnosis``/``advice``), never a drawn length, shape or value.  The probe ``ex02_retrace:train_loop`` pads and steps through the
-batches in the learner's process, recording compiles; the references
+true of the failure (``diagnosis``/``advice``), never a drawn length, shape or value.  The probes pad the batches (``ex02_retrace:pad_batches``), then
+step through them (``ex02_retrace:train_steps``, measured: its compile count is judged
+against the reference solution's run of the same two requests); the references
 (``grader/exercises/ex02_retrace/judges.py``) are plain NumPy (float64, hand-written gradient) on
 the UNPADDED batches.
 """
@@ -105,10 +106,10 @@ COVERAGE = {
 
 
 @pytest.fixture(scope="module")
-def training_run(submission, seed):
+def training_run(submission, reference, seed):
     """One training run shared by this file's checks: (case, probe output, error)."""
     ensure("compiles_at_most_buckets", RUN_REQUIRED, run_labels(check_rng(seed, RUN_TEST)))
-    return training_outcome(submission, seed, draw_training_case, BUCKETS)
+    return training_outcome(submission, reference, seed, draw_training_case, BUCKETS)
 
 
 # --- shared judging helpers ----------------------------------------------------------------

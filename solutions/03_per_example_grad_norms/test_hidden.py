@@ -13,7 +13,7 @@ import pytest
 from grader.coverage import Coverage
 from grader.feedback import CheckFailed, describe
 from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
-from grader.testing import count_compiles, expect_compiles
+from grader.testing import count_compiles, expect_compiles, probe_both
 
 DEPTH = {1: 1, 5: 2, 16: 3}  # hidden layers of the model each batch size is checked on
 
@@ -132,13 +132,21 @@ def test_matches_one_at_a_time(submission, rng, batch):
     judge_norms(submission.call("per_example_grad_norms", params, xs, ys), params, xs, ys)
 
 
-def test_no_loop_over_batch(submission, rng):
+#: The learner's jaxpr may hold at most this many times the reference solution's equations:
+#: honest vmapped versions differ by tens of percent; a Python loop over a batch padded to a
+#: fixed size (to pass "does not grow") holds one backward pass per padded example, 16 or
+#: more since batches of 16 must be right.
+MAX_EQN_RATIO = 5.0
+
+
+def test_no_loop_over_batch(submission, reference, rng):
     params = random_model(rng, 3, 2)
-    summaries = {}
+    summaries, references = {}, {}
     for batch in (2, 24):
         xs = rng.normal(size=(batch, 3)).astype(np.float32)
         ys = rng.normal(size=(batch, 2)).astype(np.float32)
-        summaries[batch] = submission.probe("generic:jaxpr_of", "per_example_grad_norms", [params, xs, ys])
+        summaries[batch], references[batch] = probe_both(submission, reference, "generic:jaxpr_of",
+                                                         "per_example_grad_norms", [params, xs, ys])
     loops = {p: n for p, n in summaries[24]["primitives"].items() if p in (SCAN_PRIMITIVE, WHILE_PRIMITIVE) and n}
     if loops:
         advice = ("map over the batch with jax.vmap, which builds one batched program: lax.map, lax.scan, "
@@ -159,16 +167,29 @@ def test_no_loop_over_batch(submission, rng):
             diagnosis="the traced program grows with the batch size: a Python loop over the examples is unrolled "
                       "into one copy of the backward pass per example",
         )
+    if reference is None:  # no reference solution here: the size test above is all there is
+        return
+    ratio = max(summaries[b]["total_eqns"] / max(references[b]["total_eqns"], 1) for b in summaries)
+    if ratio > MAX_EQN_RATIO:
+        advice = "let jax.vmap map over the batch instead of a Python loop, even one over a fixed, padded size"
+        raise CheckFailed(
+            "the program repeats the per-example computation many times, whatever the batch size",
+            measured="; ".join(f"batch {b}: {summaries[b]['total_eqns']} equations (the reference solution: "
+                               f"{references[b]['total_eqns']})" for b in summaries),
+            expected=f"at most {MAX_EQN_RATIO:g} times the reference solution's equations", hint=advice,
+            advice=advice,
+            diagnosis="the traced program holds many copies of the backward pass at every batch size: a Python loop "
+                      "over a padded batch, where jax.vmap builds one batched copy")
 
 
-def test_one_compile_per_shape(submission, rng):
+def test_one_compile_per_shape(submission, reference, rng):
     params = random_model(rng, 4, 2)
 
     def batch(b):
         return [params, rng.normal(size=(b, 4)).astype(np.float32), rng.normal(size=(b, 2)).astype(np.float32)]
 
     calls = [{"args": batch(8)} for _ in range(4)] + [{"args": batch(3)} for _ in range(2)]
-    _, compiles = count_compiles(submission, "per_example_grad_norms", calls)
+    _, compiles = count_compiles(submission, reference, "per_example_grad_norms", calls)
     expect_compiles(compiles, at_least=2, at_most=2, what="per_example_grad_norms",
                     hint="jit the whole function once (keep @jax.jit on per_example_grad_norms); four calls with one "
                          "shape and two with another should compile exactly twice",

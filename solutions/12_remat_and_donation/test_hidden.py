@@ -136,11 +136,11 @@ def test_momentum_step_donates(submission, rng, seed):
     judge_donation(submission.probe("ex12_remat:donation", params, momentum, x, y, lr, beta))
 
 
-def test_momentum_step_compiles_once(submission, rng):
+def test_momentum_step_compiles_once(submission, reference, rng):
     params, momentum, x, y, _, _ = step_case(rng, batch=int(rng.integers(26, 33)))  # a batch no other check uses
     calls = [{"args": [params, momentum, x, y, float(rng.uniform(0.01, 0.2)), float(rng.uniform(0.5, 0.95))]}
              for _ in range(4)]
-    _, compiles = count_compiles(submission, "train_step", calls)
+    _, compiles = count_compiles(submission, reference, "train_step", calls)
     expect_compiles(compiles, at_least=1, at_most=1, what="train_step",
                     hint="keep lr and beta traced (not static): four steps with four learning rates should "
                          "compile once",

@@ -49,3 +49,18 @@ def expected_score(request):
     """What ``score(*request['args'], **request['kwargs'])`` should return, as float32."""
     args, kwargs = request["args"], request["kwargs"]
     return reference_score(args[0], args[1], args[2], mode_of(args, kwargs)).astype(np.float32)
+
+
+def warm_up_score(submission, reference) -> None:
+    """``score`` on a [1, 2] batch in every form a request takes (shift a Python float or a
+    0-d array, mode positional or by keyword), before a measured workload and not counted:
+    converting a Python scalar (``jnp.asarray(shift, jnp.float32)`` compiles a
+    ``convert_element_type`` once per process) is a one-time cost of an honest ``score``,
+    not a recompile.  The reference solution gets the same calls."""
+    from grader.testing import probe_pair
+
+    logits = np.zeros((1, 2), np.float32)
+    calls = [{"args": [logits, 1.0, shift] + ([] if by_keyword else ["probs"]),
+              "kwargs": {"mode": "probs"} if by_keyword else {}}
+             for shift in (0.5, np.asarray(0.5, np.float32)) for by_keyword in (False, True)]
+    probe_pair(submission, reference, "generic:warm_up", "score", calls)

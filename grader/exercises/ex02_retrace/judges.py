@@ -8,8 +8,8 @@ import numpy as np
 
 from grader.feedback import CheckFailed
 from grader.sandbox.client import SubmissionError
-from grader.testing import Compiles, cache_miss_reasons, changed_arguments, compiles_of, learner_misses, \
-    short_signature
+from grader.testing import Compiles, budget, cache_miss_reasons, changed_arguments, explain, learner_misses, \
+    probe_compiles, probe_pair
 
 
 # --- the model, written out here so the checks do not trust the learner's copy ----------
@@ -37,19 +37,22 @@ def bucket_of(length, buckets):
 
 
 # --- the training run a check file's checks share --------------------------------------
-def training_outcome(submission, seed, draw_case, buckets):
-    """(case, probe output, error) of one ``ex02_retrace:train_loop`` run.
+def training_outcome(submission, reference, seed, draw_case, buckets):
+    """(case, run, error) of one training run: ``pad_to_bucket`` over every batch
+    (unmeasured), then ``train_step`` alone over the padded batches, measured, with the
+    reference solution's run of the same two requests beside it (``reference`` may be None).
 
     Check files run it once in a module-scoped fixture (the compiles are the expensive
     part) and each check calls ``unwrap``, so a submission error fails every check that
     needs the run.  ``draw_case(seed)`` gives {'params', 'batches', 'lrs', ...}."""
     case = draw_case(seed)
     try:
-        out = submission.probe("ex02_retrace:train_loop", case["params"], case["batches"], buckets, case["lrs"])
+        padded = probe_pair(submission, reference, "ex02_retrace:pad_batches", case["batches"], buckets, "run")
+        out, compiles = probe_compiles(submission, reference, "ex02_retrace:train_steps", "run", case["params"],
+                                       case["lrs"])
     except SubmissionError as exc:
         return case, None, exc
-    out["compiles"] = compiles_of(submission, out["compiles"])  # this request's meter, read now
-    return case, out, None
+    return case, {**out, "padded": padded, "compiles": compiles}, None
 
 
 def unwrap(outcome):
@@ -61,32 +64,20 @@ def unwrap(outcome):
 
 
 def compile_report(compiles: Compiles, n_steps: int, n_buckets: int) -> str:
-    """The learner's compiles over a training run, with JAX's own reasons for the retraces
+    """The compiles of a training run, with JAX's own reasons for the retraces
     (instructor-only for hidden checks: signatures name the drawn shapes)."""
-    lines = [f"{compiles.learner} compilation(s) of code in your file over {n_steps} training steps "
-             f"whose batches fall into {n_buckets} bucket{'s' if n_buckets != 1 else ''}"]
-    for i, e in enumerate(compiles.events[:5], 1):
-        sig = short_signature(e["signature"]) if e["signature"] else "?"
-        lines.append(f"compile {i}: jit({e['name']}) with ({sig})")
-    if len(compiles.events) > 5:
-        lines.append(f"... and {len(compiles.events) - 5} more")
-    # The run's first compile is needed (a new function or a new model size): explain the retraces after it.
-    misses = learner_misses(compiles, compiles.names() or None)[1:]
-    reasons = cache_miss_reasons(misses, limit=2)
-    if reasons:
-        lines.append("JAX says (jax_explain_cache_misses): " + " | ".join(reasons))
-    changed = changed_arguments(misses)
-    if changed:
-        lines.append("arguments JAX names as changing between calls: " + "; ".join(changed))
-    return "\n".join(lines)
+    return (f"{n_steps} training steps whose batches fall into {n_buckets} bucket{'s' if n_buckets != 1 else ''}\n"
+            + explain(compiles, limit=5))
 
 
 def expect_bucketed_compiles(compiles: Compiles, n_steps: int, n_buckets: int, *, what: str, hint_public: str) -> None:
-    """Between one compilation and one per bucket; a failure names the cause JAX gave
-    (a static argument changing, or shapes that are not a bucket's), never an input."""
-    count = compiles.learner
+    """No more compilations than the reference solution's step makes over the same padded
+    batches (one per bucket: ``budget``), and at least one; a failure names the cause JAX
+    gave (a static argument changing, or shapes that are not a bucket's), never an input."""
+    low, high = budget(compiles, 1, n_buckets)
+    count = compiles.counted
     report = compile_report(compiles, n_steps, n_buckets)
-    if count < 1:
+    if count < low:
         raise CheckFailed(
             f"no compilation of train_step was seen during {what}", measured=report,
             expected="between 1 and one compilation per bucket length",
@@ -94,7 +85,7 @@ def expect_bucketed_compiles(compiles: Compiles, n_steps: int, n_buckets: int, *
             diagnosis="0 compilations during the training run: train_step is not jitted, or does its work outside "
                       "the jitted function",
             advice="decorate train_step with @jax.jit and do the whole step inside it")
-    if count <= n_buckets:
+    if count <= high:
         return
     kinds = " ".join(changed_arguments(learner_misses(compiles, compiles.names() or None)[1:]))
     if "static value" in kinds:
@@ -108,7 +99,8 @@ def expect_bucketed_compiles(compiles: Compiles, n_steps: int, n_buckets: int, *
     else:
         cause = "train_step compiled more often than once per bucket"
         advice = "run the loop yourself with JAX_LOG_COMPILES=1 and JAX_EXPLAIN_CACHE_MISSES=1 and read the causes"
+    against = "the reference solution's step makes" if compiles.reference is not None else "are allowed"
     raise CheckFailed(
-        f"{count} compilations during {what}; at most {n_buckets} (one per bucket length) are allowed",
-        measured=report, expected=f"at most {n_buckets} compilations", hint=hint_public or advice,
+        f"{count} compilations during {what}; {high} (one per bucket length) {against}",
+        measured=report, expected=f"at most {high} compilations", hint=hint_public or advice,
         diagnosis=f"{count} compilations, more than one per bucket: {cause}", advice=advice)

@@ -1,20 +1,24 @@
 """Probes for exercise 2 (diagnosing retraces): the learner's padded training loop.
 
-``train_loop(ctx, params, batches, buckets, lrs)``
-    A training loop written the way the exercise's README describes it.  For batch ``t``
-    (``{"tokens": i32[B, L_t], "targets": f32[B, L_t]}``, NumPy arrays as a data loader
-    hands them over)::
+A training loop written the way the exercise's README describes it, for batch ``t``
+(``{"tokens": i32[B, L_t], "targets": f32[B, L_t]}``, NumPy arrays as a data loader hands
+them over)::
 
-        tokens_p, targets_p, mask = pad_to_bucket(tokens, targets, buckets)
-        params, loss = train_step(params, tokens_p, targets_p, mask, lr=lrs[t])
+    tokens_p, targets_p, mask = pad_to_bucket(tokens, targets, buckets)
+    params, loss = train_step(params, tokens_p, targets_p, mask, lr=lrs[t])
 
-    The parameters are threaded from one step to the next.  Everything runs inside one
-    ``CompileRecorder(explain_cache_misses=True)``.  Returns, per step, what the padding
-    gave, the loss and the parameters after the step, plus the compile record.
-    (``params`` become JAX arrays before recording starts; the batches stay NumPy.)
+runs as two requests:
 
-``pad_batches(ctx, batches, buckets)``
-    Only the padding: ``pad_to_bucket`` per batch, outputs returned as they are.
+``pad_batches(ctx, batches, buckets, slot=None)``
+    Only the padding: ``pad_to_bucket`` per batch, outputs returned as they are (and kept
+    in ``ctx.slots[slot]`` exactly as the learner's code made them, when a slot is named).
+
+``train_steps(ctx, slot, params, lrs)``
+    The measured half of the loop: ``train_step`` alone over the batches ``pad_batches``
+    kept in ``slot``, threading the parameters.  What the padding compiled (``jnp.pad`` of
+    each new length, say) is not in this request's count; ``train_step``'s compilations
+    are, and the reference solution's own run of the same two requests says how many an
+    honest step makes.
 
 Both measure only: whether a shape, a loss or a compile count is right is decided by the
 trusted tests.
@@ -50,29 +54,28 @@ def _two(out, where: str):
     return tuple(out)
 
 
-def pad_batches(ctx, batches: list, buckets) -> list:
+def pad_batches(ctx, batches: list, buckets, slot: str | None = None) -> list:
     pad = ctx.function("pad_to_bucket")
     buckets = tuple(int(b) for b in buckets)
     out = []
     for batch in batches:
         tokens, targets = _batch_arrays(batch)
         out.append(_three(pad(tokens, targets, buckets), "pad_to_bucket"))
+    _block(out)
+    if slot is not None:
+        ctx.slots[str(slot)] = out
     return out
 
 
-def train_loop(ctx, params, batches: list, buckets, lrs: list) -> dict:
-    pad = ctx.function("pad_to_bucket")
+def train_steps(ctx, slot: str, params, lrs: list) -> dict:
     step = ctx.function("train_step")
-    buckets = tuple(int(b) for b in buckets)
-    prepared = [_batch_arrays(b) for b in batches]
+    padded = ctx.slots.pop(str(slot))
     params = _block(to_jax(params))
-    padded, losses, after = [], [], []
-    with CompileRecorder(ctx.roots, explain_cache_misses=True) as rec:
-        for (tokens, targets), lr in zip(prepared, lrs):
-            tok_p, tgt_p, mask = _three(pad(tokens, targets, buckets), "pad_to_bucket")
+    losses, after = [], []
+    with CompileRecorder(ctx.roots, explain_cache_misses=True) as rec:  # for feedback: the meter decides
+        for (tok_p, tgt_p, mask), lr in zip(padded, lrs):
             params, loss = _two(step(params, tok_p, tgt_p, mask, lr=float(lr)), "train_step")
             params, loss = _block((params, loss))
-            padded.append((tok_p, tgt_p, mask))
             losses.append(loss)
             after.append(params)
-    return {"padded": padded, "losses": losses, "params": after, "compiles": rec.to_plain()}
+    return {"losses": losses, "params": after, "compiles": rec.to_plain()}
