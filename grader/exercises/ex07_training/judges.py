@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader import donation
+from grader.compiles import OPAQUE_PRIMITIVES
 from grader.exercises.ex07_training.reference import (
     changed_constants,
     entry_fusions,
@@ -19,7 +20,8 @@ from grader.exercises.ex07_training.reference import (
     tree_close,
 )
 from grader.feedback import CheckFailed, describe
-from grader.testing import expect_compiles
+from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
+from grader.testing import expect_compiles, probe_compiles, probe_pair
 
 STATE_TOL = {"rtol": 2e-5, "atol": 1e-6}
 
@@ -126,6 +128,14 @@ def judge_training(losses: list, n_steps: int, factor: float) -> None:
                    "train_step's outputs to the next call")
 
 
+def training_run(submission, reference, hyper, params, x, y, n_steps: int):
+    """(losses and record, Compiles) of ``n_steps`` train_steps from the learner's own
+    initial state: the state is prepared by one request, the steps run alone in the next,
+    measured against the reference solution's run of the same two requests."""
+    probe_pair(submission, reference, "ex07_training:prepare_run", "run", hyper, params, x, y)
+    return probe_compiles(submission, reference, "ex07_training:train_run", "run", n_steps)
+
+
 def judge_compiles(compiles, n_steps: int) -> None:
     expect_compiles(
         compiles, at_least=1, at_most=1, what="train_step",
@@ -174,6 +184,85 @@ def judge_per_example(out, params, x, y, *, what="per_example(params, x, y)", re
             hint="jnp.argmax(logits) == y for one example",
             diagnosis="`correct` is not argmax(logits) == label for every example",
             advice="for one example return jnp.argmax(logits) == y (a bool), and vmap it")
+
+
+#: How far per_example may stray from the statement's vmapped metric, at every batch size:
+#: its jaxpr's equations (one copy of the one-example computation: honest ways of writing it
+#: -- log_softmax, optax's cross-entropy, a one-hot sum -- differ by tens of percent, while a
+#: Python loop over a batch padded to a fixed size holds one copy per padded example, 32 or
+#: more since batches of 32 must be right), and XLA's flops of the compiled program (which
+#: follow the batch for every vectorised metric; XLA removes a padded loop's unused copies,
+#: so flops alone cannot see one).
+MAX_EQN_RATIO = 5.0
+MAX_WORK_RATIO = 2.0
+
+
+def metric_batches(rng) -> list[int]:
+    """A small, a middle and a large batch: a padded loop's work cannot follow all three."""
+    return [int(rng.integers(2, 5)), int(rng.integers(8, 13)), int(rng.integers(24, 41))]
+
+
+def judge_metric_work(got: dict, want: dict, *, hidden: bool) -> None:
+    """per_example's work per batch size (``metric_cost``) against the statement's vmapped
+    metric's (``reference_metric_cost``): no host callback, no JAX loop over the examples,
+    a jaxpr that does not grow with the batch, and flops that follow the batch."""
+    advice = "write the metric for ONE example with jnp operations and map it with jax.vmap(..., in_axes=(None, 0, 0))"
+    small, large = min(got), max(got)
+    prims = set().union(*(g["primitives"] for g in got.values()))
+    opaque = sorted(prims & OPAQUE_PRIMITIVES)
+    if opaque:  # a loop hidden in host code (or a serialized module): no jaxpr would show it
+        raise CheckFailed(
+            f"per_example calls out of JAX ({', '.join(opaque)}), so its program cannot be read",
+            measured=f"the traced program holds {', '.join(opaque)}",
+            expected="the metric as JAX operations, mapped over the batch with jax.vmap",
+            hint="write the metric for one example with jnp operations and jax.vmap it",
+            diagnosis="per_example hands its work to host code (a callback), where the batch may be looped over",
+            advice=advice)
+    loops = sorted(p for p in prims if p in (SCAN_PRIMITIVE, WHILE_PRIMITIVE))
+    if loops:
+        raise CheckFailed(
+            "per_example loops over the examples with a JAX loop", measured=f"`{'`, `'.join(loops)}` in the jaxpr",
+            expected="no scan or while: one batched program", hint=advice,
+            diagnosis="per_example's program holds a JAX loop (lax.map, scan, fori_loop or while_loop), which "
+                      "processes the examples one after another instead of vectorising them",
+            advice="jax.vmap builds one batched program; lax.map and the loops run the examples one by one")
+    if got[large]["eqns"] > got[small]["eqns"]:
+        raise CheckFailed(
+            "per_example's program grows with the batch size: the examples are looped over in Python",
+            measured=f"{got[small]['eqns']} jaxpr equations for a batch of {small}, {got[large]['eqns']} for "
+                     f"{large}",
+            expected="the same number of equations for every batch size", hint=advice,
+            diagnosis="the traced program of per_example grows with the batch size (a Python loop over examples)",
+            advice=advice)
+    eqn_ratios = {b: got[b]["eqns"] / max(want[b]["eqns"], 1) for b in sorted(got)}
+    if max(eqn_ratios.values()) > MAX_EQN_RATIO:
+        raise CheckFailed(
+            f"per_example's program holds many copies of the one-example computation: "
+            f"{max(eqn_ratios.values()):.3g} times the equations of the statement's vmapped metric",
+            measured="; ".join(f"batch {b}: {got[b]['eqns']} equations (the vmapped metric: {want[b]['eqns']})"
+                               for b in sorted(got)),
+            expected=f"at most {MAX_EQN_RATIO:g} times the vmapped metric's equations", hint=advice,
+            diagnosis="per_example's traced program repeats the one-example computation many times, whatever the "
+                      "batch size: a Python loop over a padded batch, which vmap would replace by one batched copy",
+            advice=advice)
+    ratios = {b: got[b]["flops"] / max(want[b]["flops"], 1.0) for b in sorted(got)}
+    off = {b: r for b, r in ratios.items() if not 1 / MAX_WORK_RATIO <= r <= MAX_WORK_RATIO}
+    if off:
+        worst = max(off, key=lambda b: max(off[b], 1 / max(off[b], 1e-9)))
+        more = off[worst] > 1
+        raise CheckFailed(
+            f"per_example's work does not follow the batch size: {off[worst]:.2g} times the statement's vmapped "
+            f"metric's flops at a batch of {worst}",
+            measured="; ".join(f"batch {b}: {got[b]['flops']:g} flops (the vmapped metric: {want[b]['flops']:g})"
+                               for b in sorted(got)),
+            expected=f"within {MAX_WORK_RATIO:g} times the vmapped metric's flops at every batch size",
+            hint=advice,
+            diagnosis="per_example's compiled work " + (
+                "is many times what the batch needs at some batch size: the examples of a fixed-size (padded) batch "
+                "are computed whatever the real batch is" if more else
+                "is far below what the batch needs at some batch size: the examples are not all computed in one "
+                "program") + ", so the metric is not vectorised over the batch",
+            advice=advice)
 
 
 def judge_report(out: dict, *, reveal: bool) -> None:

@@ -12,9 +12,15 @@ In the sandbox, beside the learner's code (each returns plain data; verdicts are
     its state with the Adam moments replaced by ``adam`` (see below).
 ``step_once(ctx, hyper, params, adam, x, y)``
     one call of the learner's ``train_step`` from such a state.
-``train_run(ctx, hyper, params, x, y, n_steps)``
+``prepare_run(ctx, slot, hyper, params, x, y)`` then ``train_run(ctx, slot, n_steps)``
     ``n_steps`` calls of ``train_step``, each on the previous call's outputs, from the state
-    the learner's own ``init`` builds; every compilation of the request is recorded.
+    the learner's own ``init`` builds.  The state (whose zeros compile helpers) and the
+    inputs on device are made by the first request and kept in ``ctx.slots``; the second,
+    measured, runs ``train_step`` alone.
+``metric_cost(ctx, params, x, y)`` / ``reference_metric_cost`` (clean worker)
+    the work of ``jax.jit(per_example)`` on these inputs: XLA's flops of the compiled
+    program, and the jaxpr's size and primitives; the grader's own vmapped metric answers
+    the same in the clean worker.
 ``donation(ctx, hyper, params, x, y)``
     what donation did: ``memory_analysis().alias_size_in_bytes`` and the module header of
     ``train_step.lower(...).compile()``, then one call and which inputs were deleted.
@@ -47,6 +53,7 @@ import numpy as np
 import optax
 from jax import stages as _stages
 
+from grader import ir as _ir
 from grader import jaxcompat
 from grader.compiles import CompileRecorder
 from grader.probes import steps as _steps
@@ -62,6 +69,8 @@ _leaves = jax.tree.leaves
 _tree_map = jax.tree.map
 _structure = jax.tree.structure
 _value_and_grad = jax.value_and_grad
+_vmap = jax.vmap
+_make_jaxpr = jax.make_jaxpr
 _eval_shape = jax.eval_shape
 _ShapeDtypeStruct = jax.ShapeDtypeStruct
 _log_softmax = jax.nn.log_softmax
@@ -199,19 +208,36 @@ def step_once(ctx, hyper, params, adam, x, y) -> dict:
             "constants": _constants(ctx), **_adam_of(new_state)}
 
 
-def train_run(ctx, hyper, params, x, y, n_steps: int) -> dict:
-    fn = ctx.function("train_step")
+def prepare_run(ctx, slot: str, hyper, params, x, y) -> dict:
     params, x, y = _block((to_jax(params), _device_put(x), _device_put(y)))
+    _, state = _learner_state(ctx, hyper, params)
+    ctx.slots[str(slot)] = _block((params, state, x, y))
+    return {}
+
+
+def train_run(ctx, slot: str, n_steps: int) -> dict:
+    fn = ctx.function("train_step")
+    params, state, x, y = ctx.slots.pop(str(slot))
     losses = []
-    # Everything that may compile runs inside the recorder, which proves optax's own helpers
-    # (the state's zeros) incidental: the sandbox's meter counts the whole request.
-    with CompileRecorder(ctx.roots, explain_cache_misses=True) as rec:
-        _, state = _learner_state(ctx, hyper, params)
-        _block(state)
+    with CompileRecorder(ctx.roots, explain_cache_misses=True) as rec:  # for feedback: the meter decides
         for _ in range(int(n_steps)):
             params, state, loss = fn(params, state, x, y)
             losses.append(_block(loss))
     return {"losses": [float(_asarray(v)) for v in losses], "compiles": rec.to_plain()}
+
+
+def _work(fn, args) -> dict:
+    """What ``jax.jit(fn)`` does on ``args``: the compiled program's flops (XLA's cost
+    analysis) and the jaxpr's size and primitives."""
+    jitted = _jit(fn)
+    summary = _ir.jaxpr_summary(_make_jaxpr(fn)(*args))
+    cost = _cost_analysis(_compile(jitted.lower(*args)))
+    return {"flops": float(cost.get("flops", 0.0)), "eqns": int(summary["total_eqns"]),
+            "primitives": summary["primitives"]}
+
+
+def metric_cost(ctx, params, x, y) -> dict:
+    return _work(ctx.function("per_example"), (to_jax(params), _device_put(x), _device_put(y)))
 
 
 def _deleted(tree) -> list[bool]:
@@ -288,6 +314,16 @@ def _loss(params, x, y):
 
 def _optimizer(lr, clip, wd):
     return _chain(_clip(clip), _adamw(lr, weight_decay=wd))
+
+
+def _one_example(params, x, y):
+    logits = _forward(params, x)
+    return -_log_softmax(logits)[y], jnp.argmax(logits) == y
+
+
+def reference_metric_cost(ctx, params, x, y) -> dict:
+    """The statement's metric (one example's loss and correctness, vmapped): its work."""
+    return _work(_vmap(_one_example, in_axes=(None, 0, 0)), (to_jax(params), _device_put(x), _device_put(y)))
 
 
 def reference_init(ctx, seed: int, sizes: list):
