@@ -10,7 +10,7 @@ import numpy as np
 
 from grader.exercises.ex08_equinox import judges as ref
 from grader.feedback import CheckFailed, expect_array, expect_close
-from grader.testing import compiles_of, expect_compiles
+from grader.testing import expect_compiles, probe_compiles, probe_pair
 
 PROBE = "ex08_equinox:"
 SIZES = [3, 5, 2]  # one architecture for every public check: building a new shape costs compiles
@@ -56,19 +56,22 @@ def test_static_field_small(submission):
                           hint="store the activation's name in a static field")
 
 
-def test_compiles_small(submission):
+def measured_steps(submission, reference, activation, seed, batches, key_seed):
+    """train_step alone over ``batches`` from a fresh model built by a request of its own."""
+    probe_pair(submission, reference, PROBE + "prepare_training", "run", SIZES, activation, seed, batches, key_seed)
+    return probe_compiles(submission, reference, PROBE + "train_steps", "run")[1]
+
+
+def test_compiles_small(submission, reference):
     batches = [dict(zip(("xs", "ys"), batch(10 + t, 4, 3, 2))) for t in range(3)]
-    out = submission.probe(PROBE + "train_run", SIZES, "tanh", 0, batches, 0)
-    expect_compiles(compiles_of(submission, out["compiles"]), at_least=1, at_most=1,
+    expect_compiles(measured_steps(submission, reference, "tanh", 0, batches, 0), at_least=1, at_most=1,
                     what="3 train_steps with one architecture",
                     hint="decorate train_step with @eqx.filter_jit (once, at module level)")
-    out = submission.probe(PROBE + "train_run", SIZES, "tanh", 1, batches[:2], 5)
-    expect_compiles(compiles_of(submission, out["compiles"]), at_least=0, at_most=0,
+    expect_compiles(measured_steps(submission, reference, "tanh", 1, batches[:2], 5), at_least=0, at_most=0,
                     what="train_steps of a fresh model with the same shapes and activation",
                     hint="filter_jit compares static fields with ==: keep the activation's name there, not a "
                          "function made per model")
-    out = submission.probe(PROBE + "train_run", SIZES, "relu", 1, batches[:1], 5)
-    expect_compiles(compiles_of(submission, out["compiles"]), at_least=1, at_most=1,
+    expect_compiles(measured_steps(submission, reference, "relu", 1, batches[:1], 5), at_least=1, at_most=1,
                     what="a train_step on the same shapes with another activation",
                     hint="the activation must be static: a new activation is a new program, compiled once")
 

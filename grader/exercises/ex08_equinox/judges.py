@@ -17,6 +17,8 @@ Adam is optax's ``scale_by_adam`` followed by ``scale(-lr)``::
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from grader.feedback import CheckFailed, describe
@@ -137,3 +139,56 @@ def as_float(value, what) -> float:
     raise CheckFailed(f"{what} should be a scalar", measured=describe(value), expected="f32[]",
                       hint="return jnp.mean(...) of the squared errors",
                       diagnosis=f"{what} is not a scalar", advice="return a 0-d array such as jnp.mean(...)")
+
+
+# --- dropout, read off the losses -------------------------------------------------------------
+def dropout_masks(layers, activation: str, rate: float, x, y, losses, rtol: float = 2e-5) -> list:
+    """For each loss of ``loss_fn`` in training mode on one example (``x`` f[d_in], ``y``
+    f[d_out]) of a model with ONE hidden layer: the hidden units dropout kept and dropped.
+
+    Dropout keeps each hidden unit with probability 1 - rate and scales the kept ones by
+    1 / (1 - rate), so the loss is one of 2**H numbers, one per mask: the mask is found by
+    trying them all.  Returns, per loss, ``None`` when no mask gives it (that is not
+    dropout), else ``{unit: kept?}`` for the units every matching mask agrees on."""
+    (w1, b1), (w2, b2) = layers
+    h = act(activation, w1 @ np.asarray(x, np.float64) + b1)
+    masks = np.array(list(itertools.product((0.0, 1.0), repeat=h.size)))
+    candidates = np.mean(((masks * h / (1.0 - rate)) @ w2.T + b2 - np.asarray(y, np.float64)) ** 2, axis=1)
+    out = []
+    for loss in losses:
+        match = masks[np.isclose(candidates, loss, rtol=rtol, atol=1e-9)]
+        if not len(match):
+            out.append(None)
+            continue
+        agreed = np.all(match == match[0], axis=0)
+        out.append({int(u): bool(match[0][u]) for u in np.flatnonzero(agreed)})
+    return out
+
+
+def judge_dropout_masks(masks: list, rate: float) -> None:
+    """Every loss explained by a mask of kept units scaled by 1 / (1 - rate), and the share
+    of units dropped equal to the rate within binomial bounds (4.5 standard deviations)."""
+    advice = ("build the model's Dropout with the dropout rate (eqx.nn.Dropout(rate)), call it after each hidden "
+              "layer's activation with a key in training mode, and split loss_fn's key into one key per example")
+    unexplained = sum(1 for m in masks if m is None)
+    if unexplained:
+        raise CheckFailed(
+            f"{unexplained} of {len(masks)} training-mode losses are not those of any dropout mask",
+            measured=f"{unexplained} losses match no choice of dropped units",
+            expected="each loss: some hidden units zeroed, the others scaled by 1 / (1 - rate)",
+            diagnosis="in training mode, loss_fn's losses are not those of the model with some hidden units zeroed "
+                      "and the others scaled by 1 / (1 - rate): the randomness is not dropout (noise that never "
+                      "zeroes a unit, or kept units not rescaled)",
+            advice=advice)
+    seen = [kept for m in masks for kept in m.values()]
+    n = len(seen)
+    dropped = sum(1 for kept in seen if not kept) / max(n, 1)
+    bound = 4.5 * np.sqrt(rate * (1.0 - rate) / max(n, 1)) + 1.0 / max(n, 1)
+    if n < 20 or abs(dropped - rate) > bound:
+        raise CheckFailed(
+            f"dropout dropped {dropped:.0%} of the hidden units it saw; the rate is {rate:.0%}",
+            measured=f"{n} hidden units read over {len(masks)} keys, {dropped:.1%} of them zeroed",
+            expected=f"{rate:.1%} +- {bound:.1%}",
+            diagnosis="in training mode the share of hidden units dropout zeroes is not the dropout rate"
+                      + (" (it never drops any)" if dropped == 0 else ""),
+            advice=advice)

@@ -12,7 +12,10 @@ learner's file imports Equinox itself).
 ``pytree_view``    the leaves and treedef of one architecture built with each activation
 ``grads_view``     ``compute_grads``' pytree next to the model's: treedefs, leaves, and the
                    learner's ``weights`` read off both
-``train_run``      ``train_step`` over several batches from a fresh model, compiles recorded
+``train_run``      ``train_step`` over several batches from a fresh model, weights before and after
+``prepare_training`` then ``train_steps``: the same, measured -- the first builds the model
+                   and its optimizer state (building compiles JAX's random helpers) and keeps
+                   them in ``ctx.slots``, the second runs ``train_step`` alone
 ``dropout_view``   ``predict`` and training-mode ``loss_fn`` under several keys
 """
 
@@ -90,27 +93,50 @@ def grads_view(ctx, sizes, activation, seed, xs, ys) -> dict:
     return view
 
 
+def _step(step, model, opt_state, xs, ys, key):
+    out = step(model, opt_state, xs, ys, key)
+    if not isinstance(out, (tuple, list)) or len(out) != 3:
+        raise TypeError("train_step should return a tuple (new_model, new_opt_state, loss)")
+    return _block(tuple(out))
+
+
 def train_run(ctx, sizes, activation, seed, batches: list, key_seed) -> dict:
     """A fresh model (dropout rate 0) and optimizer state, then ``train_step`` once per batch
-    (``{"xs", "ys"}``) with keys ``key(key_seed + t)``.  The whole request runs inside the
-    compile recorder (the sandbox's meter counts every compilation of the request, so what
-    building the model compiles must be seen, and proven JAX's own, too)."""
-    step = ctx.function("train_step")
-    weights = ctx.function("weights")
+    (``{"xs", "ys"}``) with keys ``key(key_seed + t)``: the weights before and after each
+    step, and the losses (compilations are not judged here: ``train_steps`` is measured)."""
+    step, weights = ctx.function("train_step"), ctx.function("weights")
     data = _block([(to_jax(b["xs"]), to_jax(b["ys"])) for b in batches])
-    after, losses = [], []
+    model = _model(ctx, sizes, activation, 0.0, seed)
+    opt_state = _block(ctx.function("init_opt_state")(model))
+    initial, after, losses = _block(weights(model)), [], []
+    for t, (xs, ys) in enumerate(data):
+        model, opt_state, loss = _step(step, model, opt_state, xs, ys, _key(int(key_seed) + t))
+        after.append(weights(model))
+        losses.append(loss)
+    return {"initial": initial, "after": after, "losses": losses}
+
+
+def prepare_training(ctx, slot: str, sizes, activation, seed, batches: list, key_seed) -> dict:
+    """A fresh model (dropout rate 0), its optimizer state, the batches on device and the
+    keys ``key(key_seed + t)``, kept in ``ctx.slots[slot]`` for ``train_steps``."""
+    model = _model(ctx, sizes, activation, 0.0, seed)
+    opt_state = ctx.function("init_opt_state")(model)
+    data = [(to_jax(b["xs"]), to_jax(b["ys"]), _key(int(key_seed) + t)) for t, b in enumerate(batches)]
+    ctx.slots[str(slot)] = _block((model, opt_state, data))
+    return {}
+
+
+def train_steps(ctx, slot: str) -> dict:
+    """``train_step`` alone, once per prepared batch: the losses and the recorder's record
+    (feedback only: the sandbox's meter is what counts)."""
+    step = ctx.function("train_step")
+    model, opt_state, data = ctx.slots.pop(str(slot))
+    losses = []
     with CompileRecorder(ctx.roots, explain_cache_misses=True) as rec:
-        model = _model(ctx, sizes, activation, 0.0, seed)
-        opt_state = _block(ctx.function("init_opt_state")(model))
-        initial = _block(weights(model))
-        for t, (xs, ys) in enumerate(data):
-            out = step(model, opt_state, xs, ys, _key(int(key_seed) + t))
-            if not isinstance(out, (tuple, list)) or len(out) != 3:
-                raise TypeError("train_step should return a tuple (new_model, new_opt_state, loss)")
-            model, opt_state, loss = _block(tuple(out))
-            after.append(weights(model))
+        for xs, ys, key in data:
+            model, opt_state, loss = _step(step, model, opt_state, xs, ys, key)
             losses.append(loss)
-    return {"initial": initial, "after": after, "losses": losses, "compiles": rec.to_plain()}
+    return {"losses": losses, "compiles": rec.to_plain()}
 
 
 def dropout_view(ctx, sizes, activation, rate, seed, xs, ys, key_seeds: list) -> dict:
@@ -120,3 +146,15 @@ def dropout_view(ctx, sizes, activation, rate, seed, xs, ys, key_seeds: list) ->
     return {"weights": _block(ctx.function("weights")(model)),
             "predictions": [_block(predict(model, xs, _key(int(k)))) for k in key_seeds],
             "losses": [_block(loss_fn(model, xs, ys, _key(int(k)))) for k in key_seeds]}
+
+
+def dropout_losses(ctx, sizes, activation, rate, seed, x, y, key_seeds: list) -> dict:
+    """``loss_fn(model, x, y, key)`` in training mode on ONE example under each key, and the
+    model's weights: with one hidden layer, each loss says which hidden units that key's
+    mask kept (the trusted side finds the mask)."""
+    model = _model(ctx, sizes, activation, rate, seed)
+    loss_fn = ctx.function("loss_fn")
+    xs, ys = to_jax(x), to_jax(y)
+    keys = [_key(int(k)) for k in key_seeds]
+    return {"weights": _block(ctx.function("weights")(model)),
+            "losses": [_block(loss_fn(model, xs, ys, k)) for k in keys]}
