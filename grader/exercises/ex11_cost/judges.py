@@ -28,6 +28,7 @@ import math
 import numpy as np
 
 from grader.feedback import CheckFailed, describe
+from grader.sandbox.client import SubmissionError
 
 COMPILE_FACTOR = 5.0
 COMPILE_SLACK_S = 1.0
@@ -50,12 +51,29 @@ def as_number(value, what: str) -> float:
     return float(value)
 
 
-def jax_used(learner_compiles: int, meters: list[dict]) -> tuple[int, int]:
-    """(compilations, traces) while the learner's predictions ran: the recorder's count of
-    their own compilations, or the worker's counters for those requests if higher (a
-    lowered program's cost_analysis traces and compiles nothing of its own)."""
-    compiled = max(learner_compiles, sum(int(m.get("compiles", 0)) for m in meters))
-    return compiled, sum(int(m.get("traces", 0)) for m in meters)
+def predictions(box, name: str, arglists: list) -> list:
+    """``name(*args)`` for each of ``arglists``, run in the worker without JAX (the
+    ``without_jax`` fixture, ``grader.sandbox.nojax``): a prediction is a formula of the
+    shapes, so it must run where no JAX or XLA exists, threads included.  One that reaches
+    for JAX fails here with what it used."""
+    out = []
+    for args in arglists:
+        try:
+            out.append(box.call(name, *args))
+        except SubmissionError as exc:
+            used = (exc.exc_type == "JAXNotAvailable" or "loaded JAX where it must not run" in exc.message
+                    or (exc.kind == "bad_return" and "nojax.Absent" in exc.message))  # returned a JAX stand-in
+            if not used:
+                raise
+            raise CheckFailed(
+                f"{name} used JAX while predicting", measured=exc.message[:600],
+                expected="a formula in the shapes: plain Python (or NumPy) arithmetic",
+                hint="work the numbers out from the shapes with arithmetic; leave jax.jit to part B",
+                diagnosis=f"{name} used JAX (a jax or jnp function, a compiled program, or XLA through a "
+                          f"back door): predictions run in a process without JAX and must be formulas in the shapes",
+                advice="compute the numbers from the shapes with plain arithmetic (np.dtype(dtype).itemsize gives "
+                       "an element's size); no jax, jnp or jax.jit inside the prediction") from None
+    return out
 
 
 def read_dict(value, keys, what: str) -> dict:
