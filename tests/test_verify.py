@@ -48,6 +48,23 @@ def test_uncaught_fixture_is_a_verify_failure(course):
     assert not outcome.ok and "not caught by ['doubles']" in outcome.problem
 
 
+def test_a_grader_error_on_a_must_fail_check_is_not_a_catch(course):
+    """A check that crashes (e.g. an UnboundLocalError in a judge) on a wrong submission has
+    given no verdict: verify must say so, not count the crash as the mistake caught."""
+    ex = load(course / "exercises" / "manifest.toml").get(1)
+    hidden = course / "solutions" / "01_double" / "test_hidden.py"
+    hidden.write_text(hidden.read_text().replace(
+        "    expect_close(expect_array(submission.call(\"double\", x), shape=x.shape), 2 * x)",
+        "    got = submission.call(\"double\", x)\n"
+        "    if not np.allclose(got, 2 * x):\n"
+        "        raise ZeroDivisionError('a judge that crashes on wrong answers')"))
+    add_fixture(course, "triples", 'base = "solution"\nkind = "wrong"\nmust_fail = ["doubles"]\n',
+                "@jax.jit\ndef double(x):\n    return 3 * x\n")
+    case = next(c for c in verify.cases_for(ex, course)[0] if c.label == "fixture:triples")
+    outcome = verify._run_case(str(course / "exercises" / "manifest.toml"), str(course), case)
+    assert not outcome.ok and "grader error in ['doubles']" in outcome.problem
+
+
 def test_static_problems_are_reported(course):
     ex = load(course / "exercises" / "manifest.toml").get(1)
     add_fixture(course, "bad_check", 'kind = "wrong"\nmust_fail = ["no_such_check"]\n', "x = 1\n")

@@ -47,6 +47,7 @@ from typing import Callable
 
 from grader.course import requirements
 from grader.manifest import Exercise, Manifest
+from grader.results import ERROR
 from grader.submission import Snapshot, from_source, read_folder
 
 MIN_WRONG_FIXTURES = 3
@@ -234,12 +235,14 @@ def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
         if loud:
             problem += f" checks not saying 'not implemented': {loud}"
     elif case.expect == "must_fail":
-        caught = {c.name for c in ex.checks if not c.passed}
+        # a grader error is not a verdict: the check must really fail (or be blocked, or zeroed)
+        caught = {c.name for c in ex.checks if not c.passed and c.status != ERROR}
         missed = [m for m in case.must_fail if m not in caught]
+        errors = [c.name for c in ex.checks if c.name in missed and c.status == ERROR]
         if missed:
-            problem = f"not caught by {missed}"
+            problem = f"not caught by {missed}" + (f" (grader error in {errors})" if errors else "")
     elif case.expect == "public_fails":
-        if all(c.passed for c in ex.checks if c.visibility == "public"):
+        if not any(not c.passed and c.status != ERROR for c in ex.checks if c.visibility == "public"):
             problem = ("passes every public check: a learner with this mistake is told the public checks pass; "
                        "make a public check catch it, or say why none can (fixture.toml passes_public)")
     elif case.expect == "zero":

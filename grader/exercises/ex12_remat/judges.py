@@ -135,9 +135,9 @@ FEWER_BYTES_ALLOWED = 16
 
 def judge_remat_bytes(got: list, want: list, segments: list, depth: int, *, hidden: bool) -> None:
     for k, g, w in zip(segments, got, want):
+        where = ("with one block per segment" if k == 1 else "with the whole network in one segment"
+                 if k == depth else "with a segment size that leaves a shorter last segment")
         if g > w:
-            where = ("with one block per segment" if k == 1 else "with the whole network in one segment"
-                     if k == depth else "with a segment size that leaves a shorter last segment")
             advice = ("put whole blocks (the matmul and the tanh) under jax.checkpoint, with its default policy "
                       "(nothing inside a segment is saved); a policy such as dots_saveable keeps every matmul's "
                       "output, and checkpointing only the tanh still saves the matmul")
