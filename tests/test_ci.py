@@ -122,7 +122,7 @@ def test_ci_labels_a_git_checkout_by_remote_and_commit_without_credentials(cours
     assert label == f"https://example.com/learner/fork.git@{commit}"
 
 
-def test_gradescope_bundle_holds_hidden_checks_only_and_its_run_autograder_grades(course, tmp_path):
+def test_gradescope_bundle_holds_hidden_checks_and_references_and_its_run_autograder_grades(course, tmp_path):
     zpath = tmp_path / "autograder.zip"
     result = CliRunner().invoke(cli.main, ["gradescope-bundle", str(zpath)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
@@ -132,7 +132,10 @@ def test_gradescope_bundle_holds_hidden_checks_only_and_its_run_autograder_grade
         z.extractall(tmp_path / "autograder" / "source")
     assert {"setup.sh", "run_autograder", "hidden/01_double/test_hidden.py", "grader/course/ci.py"} <= names
     assert modes["run_autograder"] & 0o111 and modes["setup.sh"] & 0o111
-    assert not any(n.endswith(("double.py", "triple.py")) for n in names)  # no reference solution
+    # the reference solutions travel with the hidden checks (compile checks are judged against
+    # their costs), never anywhere a learner's copy could get them
+    assert {"hidden/01_double/double.py", "hidden/02_triple/triple.py"} <= names
+    assert not any(n.endswith(("double.py", "triple.py")) and not n.startswith("hidden/") for n in names)
     again = tmp_path / "again.zip"
     CliRunner().invoke(cli.main, ["gradescope-bundle", str(again)], catch_exceptions=False)
     assert again.read_bytes() == zpath.read_bytes()  # reproducible

@@ -9,10 +9,15 @@ The zip holds::
     pyproject.toml, README.md     so `pip install .` installs the grader and its pinned JAX
     grader/**.py, grader/templates/*
     exercises/manifest.toml, exercises/<dir>/test_public.py
-    hidden/<dir>/test_hidden.py   the hidden checks, and nothing else from solutions/
+    hidden/<dir>/test_hidden.py   the hidden checks
+    hidden/<dir>/<learner files>  the reference solution: compile checks judge a submission's
+                                  compilations against what it costs for the same calls, in a
+                                  sandbox of the same kind (grader.testing)
 
-Reference solutions and fixtures are never in it.  The zip is reproducible: entries are
-sorted and dated 1980-01-01, so the same course gives the same bytes.
+As root (Gradescope runs ``run_autograder`` as root), the hidden folder is closed to the
+sandbox users, like the hidden checks: learner code cannot read the reference.  Fixtures
+are never in the zip.  The zip is reproducible: entries are sorted and dated 1980-01-01, so
+the same course gives the same bytes.
 """
 
 from __future__ import annotations
@@ -50,6 +55,10 @@ def bundle_entries(course: Path, manifest: Manifest, hidden_root: Path) -> dict[
         if not hidden.is_file():
             raise FileNotFoundError(f"exercise {ex.number} has no hidden checks at {hidden}")
         entries[f"hidden/{ex.dir}/{HIDDEN_CHECKS}"] = (hidden.read_bytes(), False)
+        for name in ex.files:  # the reference solution, where the hidden root has it
+            reference = hidden_root / ex.dir / name
+            if reference.is_file():
+                entries[f"hidden/{ex.dir}/{name}"] = (reference.read_bytes(), False)
     return entries
 
 

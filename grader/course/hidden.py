@@ -3,7 +3,10 @@
 ``grade ci --hidden SOURCE`` and ``grade batch --hidden SOURCE`` accept a folder or a
 tarball (``.tar``, ``.tar.gz``, ``.tgz``, ``.tar.xz``) that the course keeps private.  Either
 holds ``<exercise dir>/test_hidden.py`` -- at its top, under ``solutions/``, or under one
-top-level folder (what ``git archive --prefix`` or a GitHub tarball produces).
+top-level folder (what ``git archive --prefix`` or a GitHub tarball produces) -- and, beside
+each, the reference solution (``<exercise dir>/<learner file>``): compile checks judge a
+submission against what the reference costs for the same calls.  Without it those checks
+fall back to attributing compilations (``grader.testing``).
 
 ``open_hidden`` yields a folder that only this user can read: a tarball is unpacked into a
 fresh private temporary folder (members that would land outside it are refused), and a
@@ -72,8 +75,11 @@ def open_hidden(source: Path) -> Iterator[Path]:
 
 
 def digest(root: Path) -> str:
-    """A short hash of every hidden check file under ``root`` (names and contents)."""
+    """A short hash of what grading reads from ``root`` (names and contents): every hidden
+    check file and every Python file beside it -- the reference solutions, whose costs
+    compile checks are judged against."""
     h = hashlib.sha256()
-    for path in sorted(root.glob(f"*/{HIDDEN_CHECKS}")):
-        h.update(path.parent.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted({*root.glob(f"*/{HIDDEN_CHECKS}"), *(p for d in root.glob(f"*/{HIDDEN_CHECKS}")
+                                                            for p in d.parent.glob("*.py"))}):
+        h.update(f"{path.parent.name}/{path.name}".encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
