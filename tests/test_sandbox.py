@@ -173,6 +173,81 @@ def test_clean_worker_runs_probes_without_learner_code():
             sb.call("anything")
 
 
+NO_JAX_FILE = """
+import glob, importlib.util, os, queue, sys, threading
+from functools import partial
+import numpy as np
+import jax
+import jax.numpy as jnp
+
+@partial(jax.jit, static_argnums=0)   # module-level use of JAX: stand-ins, no error
+def helper(n):
+    return n
+
+ITEM = {"float32": np.dtype("float32").itemsize}
+
+def formula(m, k, n):
+    return {"flops": 2.0 * m * k * n, "bytes": float(ITEM["float32"] * (m * k + k * n + m * n))}
+
+def uses_jnp(m):
+    return float(jnp.ones(m).sum())
+
+def returns_jax(m):
+    return {"flops": jnp.dot(m, m)}
+
+def brings_jax_back(m):
+    for name in [n for n in sys.modules if n.partition(".")[0] in ("jax", "jaxlib")]:
+        del sys.modules[name]
+    sys.meta_path.pop(0)
+    import jax as real
+    return float(real.numpy.ones(m).sum())
+
+def loads_jaxlib_by_path(m):
+    folder = os.path.dirname(importlib.util.find_spec("jaxlib").origin or "")
+    so = (glob.glob(os.path.join(folder, "_jax*.so")) or [folder + "/_jax.so"])[0]
+    importlib.util.module_from_spec(importlib.util.spec_from_file_location("jaxlib._jax", so))
+    return 1.0
+
+_asks, _answers = queue.Queue(), queue.Queue()
+
+def _worker():
+    while True:
+        m = _asks.get()
+        try:
+            _answers.put(float(jnp.ones(m).sum()))
+        except Exception as exc:
+            _answers.put(exc)
+
+threading.Thread(target=_worker, daemon=True).start()
+
+def in_a_thread(m):
+    _asks.put(m)
+    got = _answers.get(timeout=10)
+    if isinstance(got, Exception):
+        raise got
+    return got
+"""
+
+
+def test_a_worker_without_jax_runs_formulas_and_nothing_of_jax(tmp_path):
+    """``Sandbox(..., jax=False)``: the learner's file imports (JAX stands in at module
+    level), a formula answers, and every way of reaching JAX -- jnp, a returned stand-in,
+    the real package re-imported, jaxlib's native library loaded by path, a thread -- fails;
+    the back doors are refused and recorded."""
+    with sandbox_for(tmp_path, NO_JAX_FILE, jax=False) as sb:
+        assert sb.call("formula", 2, 3, 4) == {"flops": 48.0, "bytes": 104.0}
+        assert sb.last_meter == {"compiles": 0, "traces": 0}
+        assert error_of(sb, "uses_jnp", 3).exc_type == "JAXNotAvailable"
+        assert error_of(sb, "in_a_thread", 3).exc_type == "JAXNotAvailable"
+        assert "nojax.Absent" in error_of(sb, "returns_jax", 3).message
+        for back_door in ("brings_jax_back", "loads_jaxlib_by_path"):
+            err = error_of(sb, back_door, 3)
+            assert err.exc_type == "PermissionError" and "loaded JAX where it must not run" in err.message
+        assert any("loaded JAX where it must not run" in r for r in sb.integrity)
+        with pytest.raises(SubmissionError):
+            sb.probe("generic:jaxpr_of", "formula", [2, 3, 4])  # no probes here: they are JAX
+
+
 def test_compile_counts_are_the_same_with_a_warm_compile_cache(tmp_path, open_tmp, monkeypatch):
     # as a learner's laptop runs it: one user (as root, sandboxes share no cache; see below)
     monkeypatch.setattr(sandbox_user, "isolating", lambda: False)
