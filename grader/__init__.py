@@ -25,9 +25,12 @@ Three users over one shared core::
 * **Probes** are measuring functions that run in the sandbox beside the learner's code:
   an exercise's own in ``grader.exercises.exNN_<topic>.probes`` (named
   ``"exNN_<topic>:<fn>"``; a worker imports only its exercise's), shared ones in
-  ``grader.probes``.  They count compilations (``grader.compiles``, from
-  ``jax_log_compiles`` plus ``jax.monitoring``), summarise jaxprs and HLO (``grader.ir``),
-  read shardings.
+  ``grader.probes``.  They record compilations for feedback (``grader.compiles``),
+  summarise jaxprs and HLO (``grader.ir``), read shardings.  Compile counts are judged on
+  the worker's meter (``grader.sandbox.meter``) against the **reference solution**'s for
+  the same request, run at the same time in a sandbox of the same kind (the ``reference``
+  fixture, ``grader.testing``); code that must be a formula runs in a worker where JAX
+  does not exist (``without_jax``, ``grader.sandbox.nojax``).
 * **Checks** are ordinary pytest tests (public ones in ``exercises/<dir>/test_public.py``,
   hidden ones in ``solutions/<dir>/test_hidden.py``), run by ``grader.runner`` in the
   trusted process with ``grader.pytest_plugin`` providing ``submission``/``rng``/...

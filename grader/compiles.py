@@ -1,30 +1,29 @@
-"""Counting XLA compilations, and telling the learner's from JAX's own.
+"""Recording XLA compilations in a worker, and telling the learner's from JAX's own -- for
+feedback.
 
 How many: the worker's trusted thread reads JAX's C++ compilation cache before and after
 each request (``grader.sandbox.meter``), so every answer carries the true number of
-compilations it caused, whatever the learner's code did to logging or monitoring.
+compilations it caused, whatever the learner's code did to logging or monitoring.  That
+total is what verdicts rest on, judged against the reference solution's total for the
+same request (``grader.testing``): nothing in the learner's process can lower it.
 
-Whose: incidental compilations are everywhere (``jnp.ones`` compiles
-``broadcast_in_dim``, ``.astype`` compiles ``convert_element_type``, optimizer
-initialisation compiles helpers), and which ones happen depends on what ran before.
-``CompileRecorder`` (used by probes, inside the sandbox) looks at every compilation the
-block caused and asks where the code it traced came from: a jaxpr equation carries the
-traceback of the Python code that created it, cut at the trace's boundary, so an
-equation made by the learner's code (or by the grader's probe code around it) names that
-code, while an eagerly dispatched primitive or a ``jnp`` helper names only JAX's own
-files.  A compilation whose traced code is all library code is *incidental*; everything
-else is *own*, including a program that runs code no traceback describes (a deserialized
-``jax.export`` module, a host callback: ``OPAQUE_PRIMITIVES``).  This does not depend on names: a renamed function, a ``functools.partial``
-or a function made by ``exec`` is still the learner's (``grader.sandbox.guard`` refuses
-code that pretends to come from a library file).
+Whose: ``CompileRecorder`` (used by probes, inside the sandbox) looks at every compilation
+a block caused and asks where the code it traced came from: a jaxpr equation carries the
+traceback of the Python code that created it, so an equation made by the learner's code
+names that code, while an eagerly dispatched primitive or a ``jnp`` helper names only
+JAX's own files.  A compilation whose traced code is all library code is *incidental*;
+everything else is *own*, including a program that runs code no traceback describes (a
+deserialized ``jax.export`` module, a host callback: ``OPAQUE_PRIMITIVES``).  This is what
+feedback says ("3 look like your function `train_step`"), together with JAX's own words --
+each compilation's argument signature and the reason for each cache miss (the recorder
+turns on ``jax_log_compiles`` and, optionally, ``jax_explain_cache_misses`` for the block).
 
-The trusted side (``grader.testing.count_compiles``) takes the meter's total and subtracts
-the incidental compilations the recorder could prove; anything it could not classify
-counts as the learner's, so silencing or confusing the recorder can only raise the count.
-
-The recorder also turns on ``jax_log_compiles`` and, optionally,
-``jax_explain_cache_misses`` for the block, and keeps JAX's own words -- each
-compilation's argument signature and the reason for each cache miss -- for feedback.
+The attribution is NOT evidence: tracebacks, source-info contexts
+(``source_info_util.user_context``), names and ``__wrapped__`` are all set by learner code,
+which can make its compilations look like JAX's own.  It decides a verdict only where no
+reference solution exists (a learner's own copy: public checks, 0 points), and there
+anything it cannot classify counts as the learner's, so silencing or confusing it can only
+raise the count.
 """
 
 from __future__ import annotations
@@ -170,8 +169,9 @@ class CompileRecorder:
 
     @property
     def learner(self) -> int:
-        """All compilations but the incidental ones: a compilation whose cache entry was
-        gone before it could be classified (a function made and dropped) counts as own."""
+        """All compilations but the incidental ones (the attribution: feedback, or the verdict
+        only where no reference solution exists): a compilation whose cache entry was gone
+        before it could be classified (a function made and dropped) counts as own."""
         return max(self.total - self.incidental, 0)
 
     def own(self, name: str | None = None) -> int:
