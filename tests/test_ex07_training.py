@@ -81,3 +81,37 @@ def test_step_draws_have_active_clipping():
         case = draw_step_case(np.random.default_rng(seed), 24)
         assert case["grad_norm"] >= 2 * CLIP_NORM
         assert global_norm(grads(case["params"], case["x"], case["y"])) == case["grad_norm"]
+
+
+def test_metric_work_follows_the_batch_for_vmap_and_not_for_a_padded_loop():
+    """The metric check's judge on work measured live: the statement's vmapped metric passes
+    against itself; a Python loop over a batch padded to 40 keeps one jaxpr size and XLA's
+    flops (XLA drops its unused copies) but holds 40 copies; a JAX loop is refused by name."""
+    import jax.numpy as jnp
+    import pytest
+
+    from grader.exercises.ex07_training.judges import judge_metric_work
+    from grader.feedback import CheckFailed
+
+    vmapped = jax.vmap(probe._one_example, in_axes=(None, 0, 0))
+
+    def padded(params, x, y):
+        outs = [probe._one_example(params, x[min(i, x.shape[0] - 1)], y[min(i, x.shape[0] - 1)]) for i in range(40)]
+        return jnp.stack([o[0] for o in outs])[: x.shape[0]], jnp.stack([o[1] for o in outs])[: x.shape[0]]
+
+    def mapped(params, x, y):
+        return jax.lax.map(lambda xy: probe._one_example(params, *xy), (x, y))
+
+    rng = np.random.default_rng(0)
+    params = to_jax(draw_params(rng, [5, 8, 3]))
+    want, got = {}, {"padded": {}, "mapped": {}}
+    for batch in (3, 10, 30):
+        x, y = rng.normal(size=(batch, 5)).astype(np.float32), rng.integers(0, 3, size=batch).astype(np.int32)
+        want[batch] = probe._work(vmapped, (params, x, y))
+        got["padded"][batch] = probe._work(padded, (params, x, y))
+        got["mapped"][batch] = probe._work(mapped, (params, x, y))
+    judge_metric_work(want, want, hidden=True)
+    with pytest.raises(CheckFailed, match="copies of the one-example computation"):
+        judge_metric_work(got["padded"], want, hidden=True)
+    with pytest.raises(CheckFailed, match="JAX loop"):
+        judge_metric_work(got["mapped"], want, hidden=True)

@@ -91,3 +91,33 @@ def test_read_weights_rejects_transposed_and_wrong_dtype():
         ref.read_weights([{"w": np.zeros((3, 2)), "b": np.zeros(3)}, good[1]], [2, 3, 1])
     with pytest.raises(ref.CheckFailed):
         ref.read_weights(good[:1], [2, 3, 1])
+
+
+def test_dropout_masks_are_read_off_real_eqx_dropout_losses_and_noise_is_refused():
+    """One hidden layer, one example: every training-mode loss of a real eqx.nn.Dropout is one
+    mask's (units zeroed, the rest scaled by 1/(1-rate)), the share dropped is the rate; the
+    same model with rate-sized Gaussian noise instead, or dropout at another rate, is refused."""
+    sizes, rate = [4, 6, 2], 0.4
+    layers, _ = mlp(sizes, "tanh", 3)
+    x = np.random.default_rng(0).normal(size=4).astype(np.float32)
+    y = np.random.default_rng(1).normal(size=2).astype(np.float32)
+
+    def loss_with(kind, key, p=rate):
+        h = jnp.tanh(layers[0](x))
+        if kind == "dropout":
+            h = eqx.nn.Dropout(p)(h, key=key)
+        else:
+            h = h * (1.0 + p * jax.random.normal(key, h.shape))
+        return float(jnp.mean((layers[1](h) - y) ** 2))
+
+    keys = [jax.random.key(k) for k in range(64)]
+    plain = as_plain(layers)
+    masks = ref.dropout_masks(plain, "tanh", rate, x, y, [loss_with("dropout", k) for k in keys])
+    assert all(m is not None for m in masks)
+    ref.judge_dropout_masks(masks, rate)
+    noisy = ref.dropout_masks(plain, "tanh", rate, x, y, [loss_with("noise", k) for k in keys])
+    with pytest.raises(ref.CheckFailed, match="not those of any dropout mask"):
+        ref.judge_dropout_masks(noisy, rate)
+    low = ref.dropout_masks(plain, "tanh", 0.8, x, y, [loss_with("dropout", k, p=0.8) for k in keys])
+    with pytest.raises(ref.CheckFailed, match="dropped"):
+        ref.judge_dropout_masks(low, 0.2)  # the right masks, at another rate than asked
