@@ -30,6 +30,7 @@ from grader.coverage import Coverage, ensure
 from grader.exercises.ex05_loops.judges import unpack, weighted_grads
 from grader.feedback import CheckFailed
 from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
+from grader.testing import probe_both
 
 TOL = 1e-3  # the stub's tolerance
 GRAD_STEPS = 24  # max_steps of the gradient check (inputs converge well before it)
@@ -176,8 +177,33 @@ def agrees(submission, truth, theta, x, max_steps) -> tuple[bool, bool, int, int
     return steps == steps_ref, z_ok, steps, steps_ref
 
 
-def structure(submission, theta, x, max_steps):
-    return submission.probe("ex05_loops:loop_structure", "scan_version", theta, x, max_steps)
+def structure(submission, theta, x, max_steps, reference=None):
+    """The learner's scan_version's structure, and the reference solution's for the same input
+    (None where it is not available)."""
+    return probe_both(submission, reference, "ex05_loops:loop_structure", "scan_version", theta, x, max_steps)
+
+
+#: At most this many times the reference solution's jaxpr equations: a scan traces the step
+#: once, whatever its length; honest layouts (a cond in the body, a fori_loop, a while-style
+#: state in the carry) differ by a few equations, while a Python loop unrolled to a fixed
+#: count beside a decoy scan holds one copy of the step per unrolled iteration.
+MAX_EQN_RATIO = 5.0
+
+
+def expect_one_copy_of_the_step(found, ref, max_steps, check):
+    if ref is None:  # no reference solution here: the other tests of the check are all there is
+        return
+    ratio = found["total_eqns"] / max(ref["total_eqns"], 1)
+    if ratio > MAX_EQN_RATIO:
+        advice = "trace the step once, inside lax.scan(body, carry, None, length=max_steps), and nowhere else"
+        raise CheckFailed(
+            f"{check}: the program holds many copies of the step",
+            measured=f"max_steps={max_steps}: {found['total_eqns']} jaxpr equations; the reference solution's "
+                     f"{ref['total_eqns']}",
+            expected=f"at most {MAX_EQN_RATIO:g} times the reference solution's equations", hint=advice,
+            advice=advice,
+            diagnosis="the traced program holds the iteration's step many times over (a Python loop unrolled to a "
+                      "fixed count, whatever scan stands beside it): the work is not done by the scan")
 
 
 NO_WHILE_ADVICE = ("write the loop with lax.scan(body, carry, None, length=max_steps) and freeze the finished state "
@@ -215,7 +241,7 @@ def test_matches_while_version(submission, truth, rng, seed):
     cases = draw_match_cases(rng, size_of(seed))
     ensure("matches_while_version", MATCH_REQUIRED, case_labels(cases))
     _, theta, x, max_steps = cases[0]
-    expect_no_while(structure(submission, theta, x, max_steps)["primitives"], "scan_version")
+    expect_no_while(structure(submission, theta, x, max_steps)[0]["primitives"], "scan_version")
     problems, kinds = [], {}
     for kind, theta, x, max_steps in cases:
         steps_ok, z_ok, steps, steps_ref = agrees(submission, truth, theta, x, max_steps)
@@ -302,11 +328,12 @@ def test_grad_works_and_matches_forward(submission, truth, rng):
                                                                  "stopped with lax.stop_gradient?)" if zero else ""))
 
 
-def test_uses_scan_not_while(submission, truth, rng):
+def test_uses_scan_not_while(submission, reference, truth, rng):
     theta, x = require_correct(submission, truth, rng, "uses_scan_not_while")
     for max_steps in (10, 37):
-        found = structure(submission, theta, x, max_steps)
+        found, ref = structure(submission, theta, x, max_steps, reference)
         expect_no_while(found["primitives"], "scan_version")
+        expect_one_copy_of_the_step(found, ref, max_steps, "uses_scan_not_while")
         if max_steps not in found["scan_lengths"]:
             lengths = found["scan_lengths"]
             advice = ("scan over exactly max_steps steps: lax.scan(body, carry, None, length=max_steps) (or "
@@ -319,9 +346,10 @@ def test_uses_scan_not_while(submission, truth, rng):
                           (" (it scans a length of its own)" if lengths else " (it holds no scan at all)"))
 
 
-def test_no_python_unrolling(submission, truth, rng):
+def test_no_python_unrolling(submission, reference, truth, rng):
     theta, x = require_correct(submission, truth, rng, "no_python_unrolling")
-    sizes = {m: structure(submission, theta, x, m)["total_eqns"] for m in (10, 100)}
+    found = {m: structure(submission, theta, x, m, reference) for m in (10, 100)}
+    sizes = {m: learner["total_eqns"] for m, (learner, _) in found.items()}
     if sizes[100] > sizes[10]:
         advice = "trace the loop body once: lax.scan(body, carry, None, length=max_steps)"
         raise CheckFailed(
@@ -331,3 +359,5 @@ def test_no_python_unrolling(submission, truth, rng):
             diagnosis="the traced program grows with max_steps: a Python loop over the steps is unrolled into one "
                       "copy of the body per step",
         )
+    for m, (learner, ref) in found.items():
+        expect_one_copy_of_the_step(learner, ref, m, "no_python_unrolling")
