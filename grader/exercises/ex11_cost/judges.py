@@ -61,6 +61,15 @@ def predictions(box, name: str, arglists: list) -> list:
         try:
             out.append(box.call(name, *args))
         except SubmissionError as exc:
+            if exc.kind == "import_error" and "JAXNotAvailable" in exc.message:
+                raise CheckFailed(
+                    "your file uses JAX at import time, so it cannot be imported where predictions run",
+                    measured=exc.message[:600], expected="a file whose module-level code only defines things",
+                    hint="move module-level JAX work (arrays, calls) into the functions that need it",
+                    diagnosis="importing your file used a JAX value at module level: predictions run in a process "
+                              "without JAX, where module-level JAX can be named and decorated with but not used",
+                    advice="keep module-level code to imports, constants and definitions; build JAX arrays inside "
+                           "the functions of parts B and C") from None
             used = (exc.exc_type == "JAXNotAvailable" or "loaded JAX where it must not run" in exc.message
                     or (exc.kind == "bad_return" and "nojax.Absent" in exc.message))  # returned a JAX stand-in
             if not used:
