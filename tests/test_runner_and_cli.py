@@ -80,7 +80,13 @@ def test_a_selection_runs_those_checks_and_what_they_require_and_starts_no_unnee
                        hidden_root=course / "solutions", only={1: ["compiles_once"]})
     status = {c.name: c.status for c in run.exercises[0].checks}
     assert status == {"doubles_public": "not_run", "doubles": "passed", "compiles_once": "passed"}
-    assert len(started) == 1  # the hidden sandbox only: no public check was selected
+    # the hidden sandbox, and the reference solution's beside it (compiles_once judges against
+    # its costs); nothing for the public checks, none of which was selected
+    assert sorted(Path(box.snapshot.display_path).parent.name for box in started) == ["01_double", "sub"]
+    started.clear()
+    runner.grade(manifest, [1], course_root=course, snapshots={1: single_file(path, "double.py")},
+                 hidden_root=course / "solutions", only={1: ["doubles"]})
+    assert len(started) == 1  # no selected check uses the reference: it never starts
     with pytest.raises(ValueError, match="no check nonsense"):
         runner.grade(manifest, [1], course_root=course, hidden_root=course / "solutions", only={1: ["nonsense"]})
 
