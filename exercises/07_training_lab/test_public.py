@@ -12,6 +12,7 @@ import numpy as np
 from grader.exercises.ex07_training.judges import (
     judge_compiles,
     judge_donation,
+    judge_metric_work,
     judge_per_example,
     judge_report,
     judge_step,
@@ -77,6 +78,17 @@ def test_per_example_small(submission):
     params = draw_params(rng, SIZES)
     x, y = draw_blobs(rng, 6, 4, 3, spread=1.0)
     judge_per_example(submission.probe("ex07_training:jitted_call", "per_example", [params, x, y]), params, x, y, reveal=True)
+
+
+def test_metric_work_small(submission, truth):
+    rng = fixed(9)
+    params = draw_params(rng, SIZES)
+    got, want = {}, {}
+    for batch in (2, 10, 30):
+        x, y = draw_blobs(rng, batch, 4, 3)
+        got[batch] = submission.probe("ex07_training:metric_cost", params, x, y)
+        want[batch] = truth.probe("ex07_training:reference_metric_cost", params, x, y)
+    judge_metric_work(got, want, hidden=False)
 
 
 def test_report_small(submission):

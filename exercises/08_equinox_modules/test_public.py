@@ -109,3 +109,14 @@ def test_inference_small(submission):
     expect_close(first, ref.forward(layers, "tanh", xs).astype(np.float32), rtol=1e-4, atol=1e-5, reveal=True,
                  what="predict with dropout_rate 0.5",
                  hint="in inference mode Dropout passes its input through unchanged (no scaling)")
+
+
+def test_dropout_small(submission):
+    """Training mode, read off the losses: one hidden layer and one example, so each loss is
+    the loss of one mask of kept hidden units (scaled by 1 / (1 - 0.5))."""
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=(1, 3)).astype(np.float32), rng.normal(size=(1, 2)).astype(np.float32)
+    out = submission.probe(PROBE + "dropout_losses", SIZES, "tanh", 0.5, 0, x, y, list(range(100, 164)))
+    layers = ref.read_weights(out["weights"], SIZES)
+    losses = [ref.as_float(v, "loss_fn(model, xs, ys, key)") for v in out["losses"]]
+    ref.judge_dropout_masks(ref.dropout_masks(layers, "tanh", 0.5, x[0], y[0], losses), 0.5)
