@@ -11,6 +11,7 @@ import numpy as np
 from grader.exercises.ex13_pytrees import trees
 from grader.exercises.ex13_pytrees.judges import (
     ACTIVATIONS,
+    dense_compiles,
     draw_run,
     judge_dense_pytree,
     judge_dense_values,
@@ -19,8 +20,9 @@ from grader.exercises.ex13_pytrees.judges import (
     judge_ravel,
     judge_run,
     judge_shapes,
+    pure_run_compiles,
 )
-from grader.testing import compiles_of, expect_compiles
+from grader.testing import expect_compiles
 
 
 def leaf(*values, shape=None):
@@ -68,14 +70,12 @@ def dense_case(rng, d_in=3, d_out=2, batch=4):
             "cotangent": np.ones((batch, d_out), np.float32)}
 
 
-def test_dense_small(submission):
+def test_dense_small(submission, reference):
     rng = np.random.default_rng(13)
     # Compilations first, on the shapes the views below use (so those find apply compiled): three
     # layers with new values and one activation compile once; a new activation once more.
-    out = submission.probe("ex13_pytrees:dense_compiles", [{**dense_case(rng), "activation": "tanh"} for _ in range(3)])
-    first = compiles_of(submission, out["compiles"])
-    out = submission.probe("ex13_pytrees:dense_compiles", [{**dense_case(rng), "activation": "relu"}])
-    second = compiles_of(submission, out["compiles"])
+    first = dense_compiles(submission, reference, [{**dense_case(rng), "activation": "tanh"} for _ in range(3)])
+    second = dense_compiles(submission, reference, [{**dense_case(rng), "activation": "relu"}])
     for activation in ACTIVATIONS:
         case = dense_case(rng)
         other = "relu" if activation != "relu" else "tanh"
@@ -89,11 +89,11 @@ def test_dense_small(submission):
                     hint="a new value of a static field is a new tree structure: exactly one more compile")
 
 
-def test_pure_step_small(submission):
+def test_pure_step_small(submission, reference):
     run = draw_run(np.random.default_rng(7), d=3, steps=5)
-    got = submission.probe("ex13_pytrees:pure_run", run["w"], run["batches"], run["lrs"], True)
+    got, compiles = pure_run_compiles(submission, reference, run)
     judge_run(got, run)
     judge_globals(got)
-    expect_compiles(compiles_of(submission, got["compiles"]), at_least=1, at_most=1,
+    expect_compiles(compiles, at_least=1, at_most=1,
                     what="pure_step (five steps, five learning rates)",
                     hint="jit pure_step once and keep lr an ordinary (traced) argument, not static")

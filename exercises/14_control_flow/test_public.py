@@ -22,18 +22,18 @@ from grader.testing import count_compiles, expect_compiles
 X = np.float32([0.5, 1.0, -0.25])
 
 
-def test_switch_small(submission):
+def test_switch_small(submission, reference):
     indices = [-1, 0, 1, 2, 3]
-    outputs, compiles = count_compiles(submission, "apply_branch", [{"args": [i, X]} for i in indices])
+    outputs, compiles = count_compiles(submission, reference, "apply_branch", [{"args": [i, X]} for i in indices])
     judge_switch(outputs, indices, X)
     judge_switch_structure(submission.probe("ex14_control_flow:switch_structure", X))
     expect_compiles(compiles, at_least=1, at_most=1, what="apply_branch (indices -1, 0, 1, 2, 3)",
                     hint="keep index an ordinary traced argument (not static) and let lax.switch choose")
 
 
-def test_piecewise_small(submission):
+def test_piecewise_small(submission, reference):
     xs = [X, -X]  # sums 1.25 and -1.25
-    _, compiles = count_compiles(submission, "piecewise", [{"args": [x]} for x in xs])
+    _, compiles = count_compiles(submission, reference, "piecewise", [{"args": [x]} for x in xs])
     got = submission.probe("ex14_control_flow:piecewise_values", xs)  # the values again, and the gradients
     judge_piecewise_values(got, xs)
     judge_piecewise_gradients(got, xs)

@@ -15,6 +15,7 @@ from grader.coverage import Coverage, check_rng, ensure
 from grader.exercises.ex13_pytrees import trees
 from grader.exercises.ex13_pytrees.judges import (
     ACTIVATIONS,
+    dense_compiles,
     draw_dense,
     draw_run,
     judge_dense_pytree,
@@ -24,8 +25,9 @@ from grader.exercises.ex13_pytrees.judges import (
     judge_ravel,
     judge_run,
     judge_shapes,
+    pure_run_compiles,
 )
-from grader.testing import compiles_of, expect_compiles
+from grader.testing import expect_compiles
 
 
 def _tree_coverage(test):
@@ -89,20 +91,18 @@ def test_dense_apply_matches(submission, seed):
         judge_dense_values(view, case, activation)
 
 
-def test_dense_compiles_once_per_activation(submission, rng):
+def test_dense_compiles_once_per_activation(submission, reference, rng):
     d_in, d_out, batch = int(rng.integers(7, 10)), int(rng.integers(7, 10)), int(rng.integers(6, 9))  # shapes of its own
     first, second = (str(a) for a in rng.permutation(ACTIVATIONS)[:2])
     calls = [{**draw_dense(rng, d_in, d_out, batch), "activation": first} for _ in range(3)]
-    out = submission.probe("ex13_pytrees:dense_compiles", calls)
-    expect_compiles(compiles_of(submission, out["compiles"]), at_least=1, at_most=1,
+    expect_compiles(dense_compiles(submission, reference, calls), at_least=1, at_most=1,
                     what="apply (three layers with new values, one activation)",
                     hint="jit apply once at module level; new values of w, b and x never compile again",
                     advice="jit apply once, at module level, with the layer an ordinary argument: new values of "
                            "the arrays must not compile again")
     calls = [{**draw_dense(rng, d_in, d_out, batch), "activation": second},
              {**draw_dense(rng, d_in, d_out, batch), "activation": first}]
-    out = submission.probe("ex13_pytrees:dense_compiles", calls)
-    expect_compiles(compiles_of(submission, out["compiles"]), at_least=1, at_most=1,
+    expect_compiles(dense_compiles(submission, reference, calls), at_least=1, at_most=1,
                     what="apply (a new activation, then the first one again)",
                     hint="a new static activation is a new tree structure: exactly one more compile, and going back "
                          "to an activation seen before compiles nothing",
@@ -122,10 +122,10 @@ def test_pure_step_writes_no_globals(submission, rng):
     judge_globals(submission.probe("ex13_pytrees:pure_run", run["w"], run["batches"], run["lrs"]))
 
 
-def test_pure_step_compiles_once(submission, rng):
+def test_pure_step_compiles_once(submission, reference, rng):
     run = draw_run(rng, d=int(rng.integers(9, 12)))  # a size no other check uses
-    got = submission.probe("ex13_pytrees:pure_run", run["w"], run["batches"], run["lrs"], True)
-    expect_compiles(compiles_of(submission, got["compiles"]), at_least=1, at_most=1,
+    _, compiles = pure_run_compiles(submission, reference, run)
+    expect_compiles(compiles, at_least=1, at_most=1,
                     what="pure_step (one run, a new learning rate every call)",
                     hint="jit pure_step once and keep lr traced (not static): a new learning rate must not compile",
                     advice="jit pure_step once, at module level, and keep lr an ordinary traced argument (not in "

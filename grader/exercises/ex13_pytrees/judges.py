@@ -340,3 +340,23 @@ def judge_globals(got: dict) -> None:
                           measured=f"changed: {', '.join(changed)}", expected="no global variable changes",
                           hint=advice, diagnosis="calling pure_step rebound or resized a global variable of your "
                                                  "module", advice=advice)
+
+
+def dense_compiles(submission, reference, calls: list):
+    """The compilations of ``apply`` over ``calls`` (``{"w", "b", "x", "activation"}``): the
+    layers are built by one request, ``apply`` runs alone in the next, measured beside the
+    reference solution's run of the same two requests (``grader.testing``)."""
+    from grader.testing import probe_compiles, probe_pair
+
+    probe_pair(submission, reference, "ex13_pytrees:prepare_dense", "dense", calls)
+    return probe_compiles(submission, reference, "ex13_pytrees:dense_compiles", "dense")[1]
+
+
+def pure_run_compiles(submission, reference, run: dict):
+    """The compilations of one recorded ``pure_run`` (a new learning rate every call), beside
+    the reference solution's same request; and the learner's run."""
+    from grader.testing import probe_compiles
+
+    got, compiles = probe_compiles(submission, reference, "ex13_pytrees:pure_run", run["w"], run["batches"],
+                                   run["lrs"], True)
+    return got, compiles
