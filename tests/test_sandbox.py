@@ -173,6 +173,15 @@ def test_clean_worker_runs_probes_without_learner_code():
             sb.call("anything")
 
 
+def test_an_answer_nobody_waited_for_is_skipped_not_taken_for_the_next(tmp_path):
+    """A check that gave up on a request (its deadline) leaves the answer in the pipe: the next
+    request's reader skips it (authentic, older) instead of calling the sandbox out of turn --
+    the reference solution's sandbox, paired with the learner's, relies on it."""
+    with sandbox_for(tmp_path, "def f(x):\n    return x * 2\n") as sb:
+        sb.submit("call", "f", 1)
+        assert sb.result(sb.submit("call", "f", 5)) == 10 and not sb.integrity
+
+
 NO_JAX_FILE = """
 import glob, importlib.util, os, queue, sys, threading
 from functools import partial
