@@ -43,6 +43,20 @@ class CheckFailed(AssertionError):
         return "\n".join(lines)
 
 
+class Unmeasured(CheckFailed):
+    """A measurement the check needs could not be taken because of what the learner's code
+    did (it cleared JAX's caches, so the worker's compile and trace counters restarted).
+    Not an accusation: the check fails and says why (``grader.sandbox.outcomes.UNMEASURED``)."""
+
+    def __init__(self, why: str):
+        from grader.sandbox.outcomes import UNMEASURED, UNMEASURED_ADVICE
+
+        text = UNMEASURED.get(why, "the grader could not count compilations and traces in your code's process")
+        super().__init__(text, measured="nothing: the counters were reset by your code",
+                         expected="counters that only your code's compilations and traces move",
+                         hint=UNMEASURED_ADVICE, diagnosis=text, advice=UNMEASURED_ADVICE)
+
+
 def describe(value: Any) -> str:
     """Short description of a plain value: ``f32[4,3]``, ``int``, ``dict with keys [...]``."""
     if isinstance(value, np.ndarray):

@@ -27,7 +27,8 @@ Each check test gets a deadline on the trusted side too (``CHECK_DEADLINE_S`` be
 exercise's time budget): a check stuck in the grader's own code becomes a grader error
 instead of a grading that never ends.  ``pytest_json_runtest_metadata`` hands the
 structured feedback of a failure (see ``grader.feedback``) to pytest-json-report, whose
-report the runner reads.
+report the runner reads, with what the sandbox's guard refused quietly while the check
+ran (``refused``: the learner then reads why their code got a ``PermissionError``).
 """
 
 from __future__ import annotations
@@ -43,9 +44,11 @@ from grader.coverage import check_rng
 from grader.feedback import CheckFailed
 from grader.session import CHECK_MODULE_RE, ExerciseRun
 from grader.sandbox.client import SUBMISSION_FAILURES, Sandbox, SubmissionError
+from grader.sandbox.outcomes import IMPORT_REFUSALS, REFUSAL_EXCEPTIONS, REFUSED_MARK
 
 STATE: dict[int, ExerciseRun] = {}
 CHECK_DEADLINE_S = 60.0
+_REFUSALS_AT: dict[str, int] = {}  # test id -> how many refusals its sandbox had reported when it started
 ON_CHECK = None  # set by the runner: called with (exercise number, check name) as each check starts
 
 
@@ -157,6 +160,9 @@ def pytest_collection_finish(session):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """A deadline for the whole of one check test (setup, call, teardown) on this side."""
+    box = _sandbox_of(item)
+    if box is not None:  # where this check's refusals start (grader.sandbox.outcomes)
+        _REFUSALS_AT[item.nodeid] = len(box.refusals)
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         return (yield)
     try:
@@ -186,7 +192,36 @@ def pytest_runtest_logstart(nodeid, location):
         ON_CHECK(int(m.group("num")), name[len("test_"):] if name.startswith("test_") else name)
 
 
+def _sandbox_of(item) -> Sandbox | None:
+    try:
+        run, visibility = _run_for(item)
+        return run.sandbox_for(visibility)
+    except RuntimeError:
+        return None
+
+
+def refusals_during(item, feedback: dict) -> list[dict]:
+    """The quiet refusal that made the learner's code fail this check, as plain data for the
+    runner: the last one the guard reported while the check ran (or while the learner's
+    module was imported, for an import failure), when the learner's code failed with the
+    exception a refusal raises.  A refusal a library handled (``platform`` asking ``uname``)
+    is not mentioned."""
+    box = _sandbox_of(item)
+    if box is None or feedback.get("exc_type") not in REFUSAL_EXCEPTIONS or REFUSED_MARK not in feedback["message"]:
+        return []
+    seen = list(box.refusals[_REFUSALS_AT.get(item.nodeid, 0):])
+    if feedback.get("kind") == "import_error":
+        seen = list(box.import_refusals) + seen
+    wanted = "ImportError" if feedback["exc_type"] in ("ImportError", "ModuleNotFoundError") else "PermissionError"
+    seen = [r for r in seen if (r.kind in IMPORT_REFUSALS) == (wanted == "ImportError")]
+    return [{"kind": r.kind, "detail": r.detail, "file": r.file, "line": r.line} for r in seen[-1:]]
+
+
 def pytest_json_runtest_metadata(item, call):
     if call.excinfo is None:
         return {}
-    return {"feedback": feedback_of(call.excinfo)}
+    feedback = feedback_of(call.excinfo)
+    refused = refusals_during(item, feedback)
+    if refused:
+        feedback["refused"] = refused
+    return {"feedback": feedback}

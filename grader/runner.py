@@ -56,6 +56,7 @@ from grader.results import (
 from grader.sandbox import install, scratch
 from grader.sandbox import user as sandbox_user
 from grader.sandbox.client import SUBMISSION_FAILURES, Sandbox, Zygote, probes_of_exercise, take_spare_zygote
+from grader.sandbox.outcomes import REFUSALS, Refusal
 from grader.session import CHECK_MODULE_RE, ExerciseRun
 from grader.submission import Snapshot, read_submission
 
@@ -481,7 +482,8 @@ def _apply_requirements(ex: Exercise, checks: list[CheckResult]) -> list[CheckRe
 
 
 def _apply_integrity(ex: Exercise, checks: list[CheckResult], reasons: tuple[str, ...]) -> list[CheckResult]:
-    """Measured checks score 0 once the learner's code tripped the integrity guard."""
+    """Measured checks score 0 once the learner's code was accused by the integrity guard
+    (each reason names what it did, with its file and line: ``grader.sandbox.guard``)."""
     if not reasons:
         return checks
     out = []
@@ -489,9 +491,8 @@ def _apply_integrity(ex: Exercise, checks: list[CheckResult], reasons: tuple[str
         if spec.measured and result.status not in (NOT_RUN, ERROR):
             result = dataclasses.replace(
                 result, status=INTEGRITY, score=0,
-                message="not scored: your code did something the grader's sandbox does not allow while it "
-                        "measures (" + "; ".join(reasons[:3]) + "), so what was measured in its process cannot "
-                        "be trusted",
+                message="not scored: your code " + "; ".join(reasons[:3]) + " -- an action aimed at the grader or "
+                        "at what it measures, so nothing measured in its process can be trusted",
                 hint="remove that from your file: an exercise never needs it", measured="", expected="", detail="")
         out.append(result)
     return out
@@ -529,6 +530,7 @@ def _check_result(check, tests: list[dict], hidden_available: bool, collect_erro
     if not fb and failed[0].get("outcome") == "skipped":
         fb = {"status": "error", "message": "grader error: the check was skipped", "raw": True}
     status = ERROR if fb.get("status") == "error" else FAILED
+    refused = _refusal_notes(fb.get("refused"), public=check.visibility != "hidden")
     where = dict(file=file if fb.get("file") else "", line=int(fb.get("line") or 0))
     cases = f" [{len(failed)} of {len(tests)} cases failed]" if len(tests) > 1 else ""
     if check.visibility == "hidden":
@@ -546,16 +548,32 @@ def _check_result(check, tests: list[dict], hidden_available: bool, collect_erro
             message, hint = fb["diagnosis"], fb.get("advice", "")
         else:
             message = check.feedback or f"this check failed; it verifies: {check.summary}"
-        return CheckResult(**base, status=status, score=0, max_score=check.points, message=message + cases,
+        return CheckResult(**base, status=status, score=0, max_score=check.points, message=message + cases + refused,
                            hint=hint, duration_s=duration, private=_private_text(fb), **where)
     message = fb.get("message") or "this check failed"
     if status == ERROR:
         return CheckResult(**base, status=status, score=0, max_score=check.points, duration_s=duration,
                            message="grader error in this check (reported to your instructor)",
                            private=_private_text(fb))
-    return CheckResult(**base, status=status, score=0, max_score=check.points, message=message + cases,
+    return CheckResult(**base, status=status, score=0, max_score=check.points, message=message + cases + refused,
                        measured=fb.get("measured", ""), expected=fb.get("expected", ""), hint=fb.get("hint", ""),
                        detail=fb.get("detail", ""), duration_s=duration, **where)
+
+
+def _refusal_notes(refused, public: bool) -> str:
+    """What the sandbox refused quietly while a failed check ran, as sentences to append to
+    its message (``grader.sandbox.outcomes.Refusal``): a hidden check names neither the
+    detail nor the line (both may depend on its inputs)."""
+    if not isinstance(refused, list):
+        return ""
+    notes = []
+    for item in refused[:4]:
+        if isinstance(item, dict) and item.get("kind") in REFUSALS:
+            text = Refusal(str(item["kind"]), str(item.get("detail", "")), str(item.get("file", "")),
+                           int(item.get("line") or 0)).text(public)
+            if text not in notes:
+                notes.append(text)
+    return "".join(f"\n{note}" for note in notes)
 
 
 def _not_selected(check) -> CheckResult:

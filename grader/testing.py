@@ -78,8 +78,10 @@ def compiles_of(submission, record: dict, reference_total: int | None = None) ->
     ``reference_total`` the reference solution's for the same request."""
     total = int(submission.last_meter.get("compiles", 0))
     incidental = record.get("incidental", 0) if isinstance(record, dict) else 0
-    if type(incidental) is not int or not 0 <= incidental <= total:  # compilations that never happened
-        submission.note_violation("reported compilations that did not happen")
+    if type(incidental) is not int or not 0 <= incidental <= total:
+        # more of JAX's own compilations than happened: the record proves nothing, so every
+        # compilation counts as the learner's (the strictest count; not an accusation -- the
+        # record is the grader's, and which code made it wrong is not known)
         incidental = 0
     record = record if isinstance(record, dict) else {}
     events = tuple({"name": str(e.get("name", ""))[:200], "signature": str(e.get("signature", ""))[:2000]}

@@ -222,13 +222,15 @@ def test_5_a_named_account_is_held_by_one_grading_and_cleaned_after_it(tmp_path,
 
 
 # --- (7) measurements taken in the learner's process ---------------------------------------------------
+#
+# The guard has three outcomes (grader/sandbox/guard.py): what is aimed at the grader or its
+# meter is an accusation (status `integrity`, with the learner's file and line); what
+# isolation makes harmless or no exercise needs is refused quietly (an ordinary exception,
+# nothing recorded); the rest is allowed.  Every forgery below used to be caught; each row
+# says which way it is caught now.
 
-FORGERIES = {
-    "gc": "import gc\n_ = gc.get_objects()\n",
-    "frames": "import inspect\n_ = inspect.stack()\n",
-    "traceback_frames": ("import traceback\ntry:\n    1 / 0\nexcept ZeroDivisionError as e:\n"
-                         "    _ = [f for f, _ in traceback.walk_tb(e.__traceback__)]\n"),
-    "grader_walker": "import importlib\nimportlib.import_module('grader.ir')\n",
+#: accused: refused, recorded with evidence, the measured checks score 0
+ACCUSED = {
     "answer_pipe": "import os\nos.write(1001, b'{\"id\": 2, \"ok\": 4}\\n')\n",
     "code_spoof": "import jax\nexec(compile('def f(x): return x', jax.__file__, 'exec'), {})\n",
     # the grader's true source, read the way tracebacks read it, run under its own name
@@ -236,22 +238,129 @@ FORGERIES = {
                       "root = next(p for p in sys.path if os.path.isfile(os.path.join(p, 'grader', 'compiles.py')))\n"
                       "path = os.path.join(root, 'grader', 'compiles.py')\n"
                       "exec(compile(''.join(linecache.getlines(path)), path, 'exec'), {'__name__': 'x'})\n"),
+    "code_object_spoof": "import jax\n_ = compile('1', 'x.py', 'eval').replace(co_filename=jax.__file__)\n",
+    "function_from_library_code": "import json, types\n_ = types.FunctionType(json.dumps.__code__, {})\n",
+    "code_swap": "import json\ndef g():\n    pass\ng.__code__ = json.dumps.__code__\n",
+    "library_code_exec": "import json\nexec(json.dumps.__code__, {})\n",
+}
+#: refused quietly: the operation raises in the learner's code and reaches nothing; not an accusation
+REFUSED = {
+    "gc": ("import gc\n_ = gc.get_objects()\n", PermissionError),
+    "frames": ("import inspect\n_ = inspect.stack()\n", PermissionError),
+    "traceback_frames": ("import traceback\ntry:\n    1 / 0\nexcept ZeroDivisionError as e:\n"
+                         "    _ = [f for f, _ in traceback.walk_tb(e.__traceback__)]\n", PermissionError),
+    # (importlib.import_module skips the "import" event: the read of the grader's file is refused instead)
+    "grader_walker": ("import importlib\nimportlib.import_module('grader.ir')\n", PermissionError),
+    "grader_import": ("import grader.ir\n", ImportError),
+    "other_threads": ("import sys\n_ = sys._current_frames()\n", PermissionError),
+    "trace_hook": ("import sys\nsys.settrace(lambda *a: None)\n", PermissionError),
+    "getframe_from_c": ("import sys\n_ = list(map(sys._getframe, [0]))\n", PermissionError),
 }
 
+_TOUCH_ONCE = ("def _wrap():\n    inner = double\n    def double_(x):\n        if not _seen:\n"
+               "            _seen.append(1)\n            try:\n                touch()\n            except Exception as exc:\n"
+               "                _seen.append(type(exc).__name__ + ': ' + str(exc))\n        return inner(x)\n"
+               "    return double_\n\n\ndouble = _wrap()\n\ndef seen():\n    return _seen[1:]\n")
 
-@pytest.mark.parametrize("trick", sorted(FORGERIES))
-def test_7_tampering_is_refused_recorded_and_zeroes_the_measured_checks(course, trick):
-    body = "".join("    " + line + "\n" for line in FORGERIES[trick].splitlines())
-    source = SOL1 + "\n\n_seen = []\n\ndef touch():\n" + body + "\n\n" + (
-        "def _wrap():\n    inner = double\n    def double_(x):\n        if not _seen:\n            _seen.append(1)\n"
-        "            try:\n                touch()\n            except Exception:\n                pass\n"
-        "        return inner(x)\n    return double_\n\n\ndouble = _wrap()\n")
+
+def _touching(code: str) -> str:
+    body = "".join("    " + line + "\n" for line in code.splitlines())
+    return SOL1 + "\n\n_seen = []\n\ndef touch():\n" + body + "\n\n" + _TOUCH_ONCE
+
+
+@pytest.mark.parametrize("trick", sorted(ACCUSED))
+def test_7_tampering_is_refused_recorded_with_its_line_and_zeroes_the_measured_checks(course, trick):
+    source = _touching(ACCUSED[trick])
     ex = grade_source(course, source)
     by = {c.name: c for c in ex.checks}
     assert ex.integrity, f"{trick}: nothing was recorded"
     assert by["compiles_once"].status == "integrity" and by["compiles_once"].score == 0
     assert by["doubles"].passed and by["doubles"].score == 3  # not measured: its verdict rests on values alone
     assert "integrity" in json.dumps(ex.to_dict())
+    if trick != "answer_pipe":  # the others name the learner's line, quoted from the file graded
+        line = source.splitlines().index(next(x for x in source.splitlines() if x.strip() and
+                                              x.strip() in ACCUSED[trick].splitlines()[-1])) + 1
+        assert any(f"double.py, line {line}: `" in r for r in ex.integrity), ex.integrity
+
+
+@pytest.mark.parametrize("trick", sorted(REFUSED))
+def test_7_what_isolation_makes_harmless_is_refused_quietly_and_accuses_no_one(tmp_path, trick):
+    code, exc_type = REFUSED[trick]
+    snap = from_source(str(tmp_path / "double.py"), "double.py", _touching(code).encode())
+    with Sandbox(snap, timeout_s=60) as sb:
+        np.testing.assert_allclose(sb.call("double", np.ones(3, np.float32)), 2.0)
+        seen = sb.call("seen")
+        assert sb.integrity == [] and sb.refusals, (trick, sb.refusals)
+    assert len(seen) == 1 and seen[0].startswith(exc_type.__name__) and "refused by the grader's sandbox" in seen[0]
+    assert sb.refusals[-1].file.endswith("double.py") and sb.refusals[-1].line > 0  # where the learner can look
+
+
+def test_7_an_accusation_names_its_file_and_line_in_every_report_format(course, tmp_path):
+    from rich.console import Console
+
+    from grader import render
+    from grader.reports.github import annotations, job_summary
+    from grader.reports.gradescope import to_gradescope_json
+    from grader.reports.junit import to_junit_xml
+
+    source = _touching(ACCUSED["code_spoof"])
+    line = next(i for i, x in enumerate(source.splitlines(), 1) if "exec(compile(" in x)
+    manifest = load(course / "exercises" / "manifest.toml")
+    snap = from_source(str(course / "sub" / "double.py"), "double.py", source.encode())
+    run = runner.grade(manifest, [1], course_root=course, snapshots={1: snap}, seed=7,
+                       hidden_root=course / "solutions")
+    evidence = f"double.py, line {line}: `exec(compile("
+    console = Console(record=True, width=400, color_system=None)
+    render.print_run(run, console)
+    outputs = {"terminal": console.export_text(), "json": render.to_json(run), "gradescope": to_gradescope_json(run),
+               "junit": to_junit_xml(run), "github summary": job_summary(run),
+               "github annotations": "\n".join(annotations(run, course))}
+    for name, text in outputs.items():
+        flat = text.replace("\\n", " ").replace("&#10;", " ").replace("%0A", " ").replace("\n", " ")
+        assert evidence in flat or evidence.replace("`", "\\`") in flat, (name, text[:3000])
+
+
+def test_7_clearing_jaxs_caches_is_no_accusation_the_checks_that_count_say_why(course):
+    # honest in a timing exercise; here it also lowers nothing: the counts are unmeasurable
+    source = "import jax\n\n@jax.jit\ndef _double(x):\n    return 2 * x\n\ndef double(x):\n" \
+             "    out = _double(x)\n    jax.clear_caches()\n    return out\n"
+    ex = grade_source(course, source)
+    by = {c.name: c for c in ex.checks}
+    assert not ex.integrity and by["doubles"].passed
+    assert by["compiles_once"].status == "failed" and "cleared JAX's caches" in by["compiles_once"].message
+
+
+def test_7_rebinding_the_cache_function_the_meter_reads_is_an_accusation_naming_the_replacement(course):
+    source = SOL1 + ("\n\nfrom jax._src.interpreters import pxla as _pxla\n_real = _pxla._cached_compilation\n\n\n"
+                     "def _quiet(*args, **kwargs):\n    return _real(*args, **kwargs)\n\n\n"
+                     "_pxla._cached_compilation = _quiet\n")
+    line = source.splitlines().index("def _quiet(*args, **kwargs):") + 1
+    ex = grade_source(course, source)
+    by = {c.name: c for c in ex.checks}
+    assert by["compiles_once"].status == "integrity" and by["compiles_once"].score == 0
+    assert any("cache function" in r and f"double.py, line {line}: `def _quiet" in r for r in ex.integrity), ex.integrity
+
+
+#: Attacks built on what is now refused quietly: each tries to lower the compile count of a
+#: `double` that compiles on every call; the refusal stops it, so the check still fails.
+QUIET_ATTACKS = {
+    "gc_walk_to_the_recorder": "import gc\nfor o in gc.get_objects():\n    if type(o).__name__ == 'CompileRecorder':\n"
+                               "        o.__dict__.clear()\n",
+    "frames_to_the_probe": "import inspect\nfor info in inspect.stack():\n    info.frame.f_locals.clear()\n",
+    "trace_hook_on_the_probe": "import sys\nsys.settrace(lambda frame, event, arg: None)\n",
+    "import_the_recorder": "import grader.compiles\ngrader.compiles.CompileRecorder.__init__ = lambda self, *a, **k: None\n",
+}
+
+
+@pytest.mark.parametrize("attack", sorted(QUIET_ATTACKS))
+def test_7_attacks_on_what_is_refused_quietly_still_score_nothing(course, attack):
+    body = "".join("        " + line + "\n" for line in QUIET_ATTACKS[attack].splitlines())
+    source = ("import jax\n\n\ndef double(x):\n    try:\n" + body + "    except Exception:\n        pass\n"
+              "    return jax.jit(lambda v: 2 * v)(x)  # a new function: it compiles on every call\n")
+    ex = grade_source(course, source)
+    by = {c.name: c for c in ex.checks}
+    assert by["doubles"].passed and not ex.integrity
+    assert by["compiles_once"].status == "failed" and by["compiles_once"].score == 0
 
 
 def test_7_compiles_of_renamed_exec_made_or_hidden_functions_count_and_silencing_hides_none(tmp_path):

@@ -52,10 +52,11 @@ def test_attribution_subtracts_only_proven_incidental_compilations():
     assert with_ref.counted == total and "the reference solution makes 2" in explain(with_ref)
 
 
-def test_a_record_claiming_more_compilations_than_happened_is_an_integrity_violation():
+def test_a_record_claiming_more_compilations_than_happened_counts_every_one_as_the_learners():
+    # the strictest count, and no accusation: which code made the record wrong is not known
     box = FakeSandbox(1)
     c = compiles_of(box, {"incidental": 2, "events": [], "cache_misses": []})
-    assert box.violations and c.attributed == 1 and c.incidental == 0
+    assert not box.violations and c.attributed == 1 and c.incidental == 0
 
 
 def test_expect_compiles_says_which_way_it_failed():

@@ -23,9 +23,12 @@ Isolation, every time a worker starts:
   in a network namespace of its own; in every mode, once the learner's module loads, the
   **integrity guard** and the **seccomp filter** are on (see the worker);
 * every answer is **authenticated** (an HMAC with a key sent before any learner code
-  exists) and carries the worker's own count of compilations and traces and the
-  integrity violations so far; a line the learner's code wrote to the answer pipe fails
-  the HMAC and is itself recorded as a violation (``integrity``);
+  exists) and carries the worker's own count of compilations and traces (or why they
+  could not be counted), the guard's accusations so far, each with the learner's file and
+  line (``integrity``), and the operations it refused quietly since the last answer
+  (``refusals``: ordinary exceptions in the learner's code, shown with a failed check's
+  feedback, never held against anyone); a line the learner's code wrote to the answer
+  pipe fails the HMAC and is itself an accusation;
 * every answer is **bounded** before it is decoded: ``MAX_REPLY`` bytes, and
   ``ANSWER_LIMITS`` elements and depth (``grader.boundedjson``; the worker refuses more
   itself, kind ``answer_too_large``), and the time the trusted side spends reading it back
@@ -52,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import boundedjson, jaxcompat
-from grader.sandbox import disk, install, scratch
+from grader.sandbox import disk, install, outcomes, scratch
 from grader.sandbox import user as sandbox_user
 from grader.submission import Snapshot, read_folder
 
@@ -128,6 +131,10 @@ class _Forged(Exception):
 class _Stale(_Forged):
     """An authentic answer to an older request, whose waiter gave up (a check's deadline):
     skipped, so the sandbox's next answer is the one awaited."""
+
+
+def _int(value) -> int:
+    return value if type(value) is int and 0 <= value < 1 << 31 else 0
 
 
 def _rebuild_submission_error(kind, message, detail, line, file, exc_type=""):
@@ -256,8 +263,12 @@ class Sandbox:
         self.user: sandbox_user.SandboxUser | None = None  # who the worker runs learner code as
         self._base: Path | None = None
         self._box: Path | None = None  # the worker's own folder: cwd, HOME, TMPDIR, the learner's files
-        self.integrity: list[str] = []  # what the learner's code did that the guard refused (sticky)
-        self.last_meter: dict[str, int] = {}  # {"compiles", "traces"} caused by the last request
+        self.integrity: list[str] = []  # accusations, each with its evidence (sticky)
+        self.refusals: list[outcomes.Refusal] = []  # quiet refusals, in the order they happened
+        self.import_refusals: list[outcomes.Refusal] = []  # ... of them, those while the learner's module loaded
+        self.unmeasured = ""  # why the worker's counts stopped being measurable ("" while they are)
+        self._last_meter: dict[str, int] = {}  # {"compiles", "traces"} caused by the last request
+        self._request_target = ""  # what the last request ran, for evidence
         self.used_probes = False
 
     # -- lifecycle -------------------------------------------------------------------
@@ -312,8 +323,15 @@ class Sandbox:
         env = base_env()
         box = str(self._box)
         env.update({
+            # the usual places libraries keep caches and settings, all inside the sandbox's
+            # folder (matplotlib's font cache, XDG caches); a name for getpass.getuser()
             "HOME": box,
             "TMPDIR": str(self._box / "tmp"),
+            "XDG_CACHE_HOME": str(self._box / ".cache"),
+            "XDG_CONFIG_HOME": str(self._box / ".config"),
+            "MPLCONFIGDIR": str(self._box / ".config" / "matplotlib"),
+            "USER": "learner",
+            "LOGNAME": "learner",
             jaxcompat.CPU_DEVICES_ENV: str(self.cpu_devices),
             "GRADER_MODULE_PATH": str(module_path or ""),
             "GRADER_SANDBOX_DIR": box,
@@ -475,7 +493,7 @@ class Sandbox:
 
     def _read_answer(self, rid: int) -> dict:
         """The worker's answer to request ``rid``; lines that fail the HMAC were written by
-        the learner's code, not by the worker: recorded as a violation and skipped."""
+        the learner's code, not by the worker: an accusation, and skipped."""
         while True:
             line = self._read_line()
             t0 = time.monotonic()
@@ -501,17 +519,23 @@ class Sandbox:
         except ValueError:
             authentic = False
         if not authentic:
-            self.note_violation("wrote to the grader's answer pipe")
+            self.note_accusation("answer_pipe", detail=f"a line that is not the worker's answer arrived while "
+                                                       f"{self._request_target or 'your file was imported'}")
             raise _Forged
         head = json.loads(header)
-        for reason in head.get("integrity", []):
-            self.note_violation(str(reason))
+        for item in head.get("integrity", []):
+            if isinstance(item, dict):
+                self.note_accusation(str(item.get("kind", "")), str(item.get("file", "")), _int(item.get("line")))
+        for item in head.get("refused", [])[:64]:
+            if isinstance(item, dict):
+                self._note_refusal(item, at_import=rid == 0)
         answered = head.get("id")
         if type(answered) is int and answered < rid:
             raise _Stale  # the reference solution's sandbox, paired with the learner's, relies on this
         if answered != rid:
             self._fail(SubmissionError("crashed", "the sandbox answered out of turn; grading stopped"))
-        self.last_meter = {"compiles": int(head.get("compiles", 0)), "traces": int(head.get("traces", 0))}
+        self.unmeasured = str(head.get("unmeasured") or "")[:100]
+        self._last_meter = {"compiles": int(head.get("compiles", 0)), "traces": int(head.get("traces", 0))}
         try:
             return boundedjson.loads(bytes(body), ANSWER_LIMITS)
         except boundedjson.TooCostly as exc:  # the worker refuses these itself: its encoder was bypassed
@@ -521,12 +545,68 @@ class Sandbox:
         except ValueError:
             self._fail(SubmissionError("crashed", "the sandbox sent something that is not a result"))
 
+    @property
+    def last_meter(self) -> dict[str, int]:
+        """The compilations and traces the last request caused, as the worker counted them.
+
+        Raises ``grader.feedback.Unmeasured`` (a failed check that says why) once the
+        learner's code cleared JAX's caches: from then on the counts cannot be trusted."""
+        if self.unmeasured:
+            from grader.feedback import Unmeasured
+
+            raise Unmeasured(self.unmeasured)
+        return self._last_meter
+
+    @last_meter.setter
+    def last_meter(self, value: dict[str, int]) -> None:
+        self._last_meter = dict(value)
+
     def note_violation(self, reason: str) -> None:
+        """Record an integrity violation, worded in full (``note_accusation`` words one)."""
         from grader.plaindata import clean_text
 
-        reason = clean_text(reason)[:240]
+        reason = clean_text(reason)[:400]
         if reason not in self.integrity and len(self.integrity) < 16:
             self.integrity.append(reason)
+
+    def note_accusation(self, kind: str, file: str = "", line: int = 0, detail: str = "") -> None:
+        """An accusation with its evidence: the learner's file and line, quoted from the
+        snapshot (never from the learner's process), or ``detail`` when there is no line."""
+        self.note_violation(outcomes.accusation_text(kind) + self._evidence(file, line, detail))
+
+    def _evidence(self, file: str, line: int, detail: str = "") -> str:
+        where = self._learner_file(file)
+        if where is not None and line > 0:
+            text = self.snapshot.files.get(file, b"").decode("utf-8", "replace").splitlines()
+            code = text[line - 1].strip()[:160] if line <= len(text) else ""
+            return f" ({where}, line {line}" + (f": `{code}`" if code else "") + ")"
+        if file:
+            return " (in code your file made at run time with exec or compile)"
+        return f" ({detail})" if detail else ""
+
+    def _learner_file(self, file: str) -> str | None:
+        """``file`` (relative to the sandbox's folder) as the learner knows it, if it is one
+        of the snapshot's files."""
+        if not file or self.snapshot is None or self.module_path is None or file not in self.snapshot.files:
+            return None
+        if file == self.snapshot.module_file:
+            return str(self.module_path)
+        return str(self.module_path.parent / file)
+
+    def _note_refusal(self, item: dict, at_import: bool) -> None:
+        from grader.plaindata import clean_text
+
+        kind = str(item.get("kind", ""))
+        if kind not in outcomes.REFUSALS:
+            return
+        file = str(item.get("file", ""))
+        where = self._learner_file(file)
+        refusal = outcomes.Refusal(kind, self.their_paths(clean_text(str(item.get("detail", ""))))[:200],
+                                   where or "", _int(item.get("line")) if where else 0)
+        if refusal not in self.refusals and len(self.refusals) < 64:
+            self.refusals.append(refusal)
+            if at_import:
+                self.import_refusals.append(refusal)
 
     def _timeout_error(self) -> SubmissionError:
         where = self._where()
@@ -659,6 +739,7 @@ class Sandbox:
             self.used_probes = True
         rid = self._next_id
         self._next_id += 1
+        self._request_target = f"the grader {'called' if op == 'call' else 'measured'} `{target}`"
         payload = {"op": op, "target": target, "args": plaindata.to_plain(list(args)), "kwargs": plaindata.to_plain(kwargs)}
         try:
             self._to.write(b"%d " % rid + plaindata.dumps(payload).encode("utf-8") + b"\n")

@@ -35,7 +35,9 @@ Wire format (bytes, one line each; the trusted side speaks first)::
     -> IMPORT                     (when the checks are loaded: import the learner's module)
     -> <id> <json request>        {"op": "call"|"probe", "target": ..., "args": [...], "kwargs": {...}}
     <- <hmac hex> <header length> <header json><body json>
-       header: {"id": n, "compiles": n, "traces": n, "integrity": [reasons]}
+       header: {"id": n, "compiles": n, "traces": n, "unmeasured": "" | why,
+                "integrity": [{"kind", "file", "line"}, ...],          (every accusation so far)
+                "refused": [{"kind", "detail", "file", "line"}, ...]}  (quiet refusals since the last answer)
        body:   {"ok": <plain data>} or {"error": {...}}        (id 0 answers IMPORT)
 
 The learner's prints go to this process's stdout/stderr, which the client drains and
@@ -269,10 +271,12 @@ class _NoLearner(Exception):
 class _NoMeter:
     """A worker without JAX compiles and traces nothing: its meter reads zeros."""
 
+    unmeasured = b'""'
+
     def read(self) -> dict[str, int]:
         return {"compiles": 0, "traces": 0}
 
-    def problems(self) -> list[str]:
+    def accusations(self) -> list[bytes]:
         return []
 
 
@@ -315,6 +319,7 @@ def import_harness() -> None:
     from grader.sandbox import meter  # noqa: F401
 
     _context.preload_probes(os.environ.get("GRADER_PROBES", "all"))
+    guard.prepare()  # the frame consumers, built once from the live objects (a zygote's workers share them)
 
 
 def serve(chan: _Channel) -> None:
@@ -345,7 +350,7 @@ def serve(chan: _Channel) -> None:
         from grader.sandbox.meter import Meter
 
         _context.preload_probes(os.environ.get("GRADER_PROBES", "all"))  # forked: what the zygote left out
-        meter = Meter()  # starts JAX's backend and plants its sentinels, before any learner code
+        meter = Meter(sandbox_dir)  # starts JAX's backend and plants its sentinels, before any learner code
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)  # "where was it?" on a timeout
     root = bool(os.environ.get("GRADER_SANDBOX_UID"))
     if root:
@@ -374,23 +379,23 @@ def serve(chan: _Channel) -> None:
 
     from grader import plaindata
 
-    logging._srcfile = None  # log records need no caller frame (the guard would refuse the learner's)
     # The persistent compile cache is the grader's, not the learner's: JAX's lines about it
     # ("Persistent compilation cache hit ...", shown when jax_log_compiles is on) are not
     # something their code printed.
     for name in ("jax._src.compiler", "jax._src.compilation_cache", "jax._src.cache_key"):
         logging.getLogger(name).addFilter(lambda record: "persistent" not in str(record.msg).lower())
-    violations: list[str] = []
+    violations: list[bytes] = []  # accusations (JSON objects), from the guard
+    refusals: list[bytes] = []  # quiet refusals (JSON objects), from the guard
     _context.seal_grader()
     if no_jax:
         nojax.install()
     seccomp.install()  # before the guard, which refuses ctypes
-    guard.install(guard_roots, violations, forbidden_code=forbidden)
-    _serve_requests(chan.buf, key, meter, violations, module_path, plaindata, _context, guard_roots)
+    guard.install(guard_roots, violations, refusals, forbidden_code=forbidden)
+    _serve_requests(chan.buf, key, meter, violations, refusals, module_path, plaindata, _context, guard_roots)
 
 
-def _serve_requests(pending: bytes, key: bytes, meter, violations: list, module_path: str, plaindata,
-                    context, roots) -> None:
+def _serve_requests(pending: bytes, key: bytes, meter, violations: list, refusals: list, module_path: str,
+                    plaindata, context, roots) -> None:
     """Start the learner thread and answer requests until the pipe closes (main thread).
 
     Everything the loop calls is bound here, as locals, before the learner thread starts;
@@ -403,14 +408,15 @@ def _serve_requests(pending: bytes, key: bytes, meter, violations: list, module_
 
     inbox, outbox = _queue.SimpleQueue(), _queue.SimpleQueue()
     _thread.start_new_thread(_learner_thread, (inbox, outbox, module_path, plaindata, context, roots))
-    _answer_loop(pending, key, meter.read, meter.problems, violations, inbox.put, outbox.get, os.read, os.write,
-                 _hashlib.hmac_digest, _json.encode_basestring_ascii, int, len, ValueError, OSError,
-                 FD_REQUESTS, FD_ANSWERS, MAX_LINE)
+    _answer_loop(pending, key, meter, violations, refusals, inbox.put, outbox.get, os.read, os.write,
+                 _hashlib.hmac_digest, b",".join, int, len, ValueError, OSError, FD_REQUESTS, FD_ANSWERS, MAX_LINE)
 
 
-def _answer_loop(pending, key, meter_read, meter_problems, violations, to_learner, from_learner, read, write,
-                 hmac_digest, encode_str, int_, len_, ValueError_, OSError_, fd_in, fd_out, max_line) -> None:
+def _answer_loop(pending, key, meter, violations, refusals, to_learner, from_learner, read, write,
+                 hmac_digest, join, int_, len_, ValueError_, OSError_, fd_in, fd_out, max_line) -> None:
+    meter_read, meter_accusations = meter.read, meter.accusations
     buf = pending
+    sent = 0  # refusals already reported
     first = True
     while True:
         if first:  # the IMPORT answer (id 0) comes without a request
@@ -435,12 +441,14 @@ def _answer_loop(pending, key, meter_read, meter_problems, violations, to_learne
         got = from_learner()
         after = meter_read()
         body = got[1]
-        if got[0] != rid or b"\n" in body:
-            violations.append("answered out of turn")
+        if got[0] != rid or b"\n" in body:  # only code that reached the learner thread's queue does that
+            violations.append(b'{"kind":"answer_pipe","file":"","line":0}')
             body = b'{"error":{"kind":"crashed","message":"the sandbox answered out of turn"}}'
-        reasons = b",".join(encode_str(r).encode("ascii") for r in violations + meter_problems())
-        header = b'{"id":%d,"compiles":%d,"traces":%d,"integrity":[%s]}' % (
-            rid, after["compiles"] - before["compiles"], after["traces"] - before["traces"], reasons)
+        fresh = refusals[sent:]
+        sent += len_(fresh)
+        header = b'{"id":%d,"compiles":%d,"traces":%d,"unmeasured":%s,"integrity":[%s],"refused":[%s]}' % (
+            rid, after["compiles"] - before["compiles"], after["traces"] - before["traces"], meter.unmeasured,
+            join(violations + meter_accusations()), join(fresh))
         mac = hmac_digest(key, header + b"\n" + body, "sha256").hex().encode("ascii")
         out = mac + b" %d " % len_(header) + header + body + b"\n"
         try:
