@@ -44,11 +44,13 @@ through ``load``.  Format (``format_version = 1``)::
 vacuously true of ``return jnp.zeros(B)``, so such checks score only when the checks
 proving the function right have passed too (otherwise they are ``blocked``).
 
-``measured`` says what an integrity violation costs: when the learner's code trips the
-sandbox's integrity guard (it walked the garbage collector, reached into the grader's
-frames, ran a subprocess, ...), every measured check of the exercise scores 0, because
-what was measured in that process can no longer be trusted; checks that only compare
-returned values with the grader's own reference keep their verdict.
+``measured`` says what an accusation costs: when the sandbox's integrity guard accuses the
+learner's code of an action aimed at the grader or its meter (code claiming a library's
+file name, a swapped ``__code__``, one of the grader's frames, ...), every measured check
+of the exercise scores 0, because what was measured in that process can no longer be
+trusted; checks that only compare returned values with the grader's own reference keep
+their verdict.  What the guard refuses quietly (a subprocess, a gc walk, ...) costs
+nothing by itself.
 
 Public checks carry no points: learners can read them, so a submission tuned to their
 inputs must not earn anything.  Every property a public check tests is re-tested by a

@@ -23,7 +23,7 @@ READABLE_FORMAT_VERSIONS = (2, 3)  # 3 added: blocked/integrity statuses, integr
 PASSED, FAILED, ERROR, NOT_RUN = "passed", "failed", "error", "not_run"
 #: It passed its own test but scores nothing because a check it ``requires`` did not pass.
 BLOCKED = "blocked"
-#: Its measurement cannot be trusted: the learner's code tripped the sandbox's integrity guard.
+#: Its measurement cannot be trusted: the sandbox's integrity guard accused the learner's code.
 INTEGRITY = "integrity"
 #: Every status, in the order reports list them.
 STATUSES = (PASSED, FAILED, BLOCKED, INTEGRITY, ERROR, NOT_RUN)
@@ -77,7 +77,7 @@ class ExerciseResult:
     output: str = ""  # what the learner's code printed (capped); instructor only once hidden checks ran
     error: str = ""  # set when the exercise could not be graded at all (a grader error)
     private: str = ""  # instructor only: the grader's traceback when ``error`` is set
-    integrity: tuple[str, ...] = ()  # what the learner's code did that the sandbox's guard refused
+    integrity: tuple[str, ...] = ()  # the guard's accusations, each with its evidence (file, line, code)
     content_digest: str = ""  # the digest of the files graded (grader.submission.Snapshot.digest)
 
     @property

@@ -17,8 +17,10 @@ call it):
    and ``grader.pytest_plugin`` providing the fixtures and a deadline per check.
 4. Fold the per-test outcomes into per-check results: a check passes when every test
    item for it passed; its points are all or nothing; a check whose requirements did not
-   pass is ``blocked``; when the learner's code tripped the integrity guard, every
-   measured check scores 0 (``integrity``).
+   pass is ``blocked``; when the integrity guard accused the learner's code (an action
+   aimed at the grader or its meter, with the file and line: ``grader.sandbox.guard``),
+   every measured check scores 0 (``integrity``); what the guard refused quietly only
+   explains a failed check's feedback.
 
 Interrupted (SIGINT/SIGTERM) grading raises ``GradingInterrupted`` carrying what finished,
 marked incomplete: nothing in it may count as a grade.

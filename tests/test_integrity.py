@@ -341,6 +341,18 @@ def test_7_rebinding_the_cache_function_the_meter_reads_is_an_accusation_naming_
     assert any("cache function" in r and f"double.py, line {line}: `def _quiet" in r for r in ex.integrity), ex.integrity
 
 
+def test_7_a_check_lost_to_a_quiet_refusal_says_what_to_do_instead(course):
+    ex = grade_source(course, "import inspect\n\ndef double(x):\n    inspect.stack()\n    return 2 * x\n")
+    by = {c.name: c for c in ex.checks}
+    assert not ex.integrity and not by["doubles"].passed and not by["doubles_public"].passed
+    public, hidden = by["doubles_public"].message, by["doubles"].message
+    assert "refused by the grader's sandbox: asking for a live stack frame" in public
+    assert "traceback.extract_stack()" in public and "double.py:4" in public
+    # a hidden check names the refusal and the advice, never the line or the detail
+    assert "raised PermissionError" in hidden and "the grader's sandbox refused asking for a live stack frame" in hidden
+    assert "traceback.extract_stack()" in hidden and "double.py" not in hidden and "sys._getframe]" not in hidden
+
+
 #: Attacks built on what is now refused quietly: each tries to lower the compile count of a
 #: `double` that compiles on every call; the refusal stops it, so the check still fails.
 QUIET_ATTACKS = {

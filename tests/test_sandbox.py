@@ -89,6 +89,18 @@ def test_the_libraries_a_course_uses_import_without_tripping_the_guard(tmp_path)
         assert sb.integrity == []
 
 
+def test_jax_profiler_trace_works_and_nothing_is_refused(tmp_path):
+    # its C++ session sets a profiling hook on every thread, the trusted one included: not the learner's
+    src = ("import os, tempfile, jax, jax.numpy as jnp\nX = jax.device_put(jnp.arange(8.0))\n"
+           "def f():\n    where = os.path.join(tempfile.gettempdir(), 'trace')\n"
+           "    with jax.profiler.trace(where):\n        jax.block_until_ready(X * 2)\n"
+           "    return sorted(os.listdir(where))\n")
+    with sandbox_for(tmp_path, src, timeout_s=60) as sb:
+        assert sb.call("f") == ["plugins"]
+        assert sb.integrity == [] and sb.refusals == []
+    assert "PyEval_SetProfile" not in sb.output
+
+
 def test_timeout_kills_and_later_calls_fail_fast(tmp_path):
     with sandbox_for(tmp_path, "def f():\n    while True:\n        pass\n", timeout_s=2) as sb:
         t0 = time.monotonic()

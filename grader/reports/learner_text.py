@@ -99,12 +99,12 @@ def problem_lines(check: CheckResult, with_where: bool = True) -> list[str]:
 
 
 def integrity_text(ex: ExerciseResult) -> str:
-    """What the learner's code did that the sandbox's guard refused, or ""."""
+    """What the sandbox's guard accused the learner's code of, with its evidence, or ""."""
     if not ex.integrity:
         return ""
     return printable("integrity: your code " + "; ".join(ex.integrity[:4]) +
-                     " -- the grader's sandbox does not allow that while it measures, so the measured checks of "
-                     "this exercise score nothing; remove it from your file")
+                     " -- an action aimed at the grader or at what it measures, so the measured checks of this "
+                     "exercise score nothing; remove it from your file")
 
 
 def learner_traceback(check: CheckResult) -> str:

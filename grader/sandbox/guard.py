@@ -201,15 +201,18 @@ def prepare() -> None:
     PREPARED.frames()
 
 
-def install(roots: Roots, violations: list, refusals: list | None = None, *, get_frame=sys._getframe,
-            forbidden_code: Iterable[str] = ()) -> None:
+def install(roots: Roots, violations: list, refusals: list | None = None, *, trusted_codes=(),
+            get_frame=sys._getframe, forbidden_code: Iterable[str] = ()) -> None:
     """Install the guard.  An accusation appends a JSON object (bytes) ``{"kind", "file",
     "line"}`` to ``violations``; a quiet refusal appends ``{"kind", "detail", "file",
     "line"}`` to ``refusals`` (``file`` relative to the sandbox's folder when the line is
     in the learner's files).
 
+    ``trusted_codes``: the code of the worker's trusted thread's loop; a hook set on that
+    thread (by JAX's profiler, from C++) is no learner's.
     ``forbidden_code``: folders no module may be loaded from (a worker without JAX,
     ``grader.sandbox.nojax``, forbids the JAX packages': their native code is XLA).
+
     Everything the hook uses is bound here, before any learner code exists, and it lives
     only in the hook's closure: nothing the learner's code can reach refers to it.
     """
@@ -572,10 +575,22 @@ def install(roots: Roots, violations: list, refusals: list | None = None, *, get
         if limits is not None and type_(pid) is int_ and pid not in (0, own_pid):
             refuse("limits", caller())
 
+    trusted = frozenset_(id_(code) for code in trusted_codes)
+
+    def in_trusted_thread(frame) -> bool:
+        """Is ``frame`` on the stack of the worker's trusted thread (where no learner code runs)?"""
+        while frame is not None:
+            if id_(frame.f_code) in trusted:
+                return True
+            frame = frame.f_back
+        return False
+
     def on_hook(event, args):
         frame = caller()
-        if frame is not None and is_profiler(frame):
-            return  # JAX's profiler session: a hook of its own, in C++
+        if frame is None or is_profiler(frame) or in_trusted_thread(frame):
+            # JAX's profiler session: a hook of its own, in C++, which it also sets on the
+            # other threads, the trusted one included; or native code with no Python caller
+            return
         refuse("hook", frame, event)
 
     def on_getattr(args):
@@ -640,7 +655,7 @@ def install(roots: Roots, violations: list, refusals: list | None = None, *, get
     for fn in (norm, prefixes, exact_set, under, kind_of, exact, caller, walk, evidence, display_read, fragment,
                refuse, accuse, on_frame, resolve, isdir, check_path, on_open, on_path, same_as_file, foreign,
                on_compile, on_code_new, on_function_new, on_setattr, on_marshal, on_exec, on_import, on_prlimit,
-               on_hook, on_getattr, judge, hook, *handlers.values(), is_consumer, is_profiler):
+               on_hook, in_trusted_thread, on_getattr, judge, hook, *handlers.values(), is_consumer, is_profiler):
         collect(fn.__code__)
     collect(PREPARED._library_file.__code__)
     collect(PREPARED.library_file.__code__)

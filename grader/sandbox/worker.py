@@ -390,7 +390,7 @@ def serve(chan: _Channel) -> None:
     if no_jax:
         nojax.install()
     seccomp.install()  # before the guard, which refuses ctypes
-    guard.install(guard_roots, violations, refusals, forbidden_code=forbidden)
+    guard.install(guard_roots, violations, refusals, trusted_codes=(_answer_loop.__code__,), forbidden_code=forbidden)
     _serve_requests(chan.buf, key, meter, violations, refusals, module_path, plaindata, _context, guard_roots)
 
 
