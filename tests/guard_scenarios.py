@@ -119,6 +119,12 @@ SCENARIOS = {
                          "    def __hash__(self):\n        calls.append(1); return 0\n"
                          "    def split(self, *a):\n        calls.append(1); return []\n"
                          "try:\n    open(S('/etc/hostname'))\nexcept PermissionError:\n    pass\nassert not calls, calls"),
+    "fabricated_events": ("calls = []\nclass S(str):\n    def __eq__(self, o):\n        calls.append(1); return False\n"
+                          "    def __hash__(self):\n        calls.append(1); return 0\n"
+                          "class F:\n    @property\n    def f_code(self):\n        calls.append(1)\n"
+                          "try:\n    sys.audit(S('open'), S('/etc/hostname'), S('r'), 0)\nexcept PermissionError:\n    pass\n"
+                          "try:\n    sys.audit('object.__getattr__', F(), 'f_code')\nexcept PermissionError:\n    pass\n"
+                          "assert not calls, calls"),
     # --- accused
     "compile_under_a_library_name": "import json\nexec(compile('def f(): pass', json.__file__, 'exec'), {})",
     "code_claiming_a_library": "import json\ncompile('1', 'x.py', 'eval').replace(co_filename=json.__file__)",

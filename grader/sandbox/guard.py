@@ -234,7 +234,7 @@ def install(roots: Roots, violations: list, refusals: list | None = None, *, tru
     str_copy, str_startswith, str_endswith, str_split, str_join, str_encode = (
         str.__str__, str.startswith, str.endswith, str.split, str.join, str.encode)
     bytes_decode, bytes_endswith, bytes_join = bytes.decode, bytes.endswith, b"".join
-    code_type, function_type = types.CodeType, types.FunctionType
+    code_type, function_type, frame_type = types.CodeType, types.FunctionType, types.FrameType
     encode = _json.encode_basestring_ascii
     stat, s_isdir, getcwd, io_open = posix.stat, _stat.S_ISDIR, posix.getcwd, io.open
     get_ident = _thread.get_ident
@@ -413,9 +413,8 @@ def install(roots: Roots, violations: list, refusals: list | None = None, *, tru
         first, consumer = walk(frame)
         if consumer or first is None:
             return  # a consumer gives its caller text, or no code but the installation's is there
-        if attr == "f_code":  # the asker already holds a frame: whose?
-            code = obj.f_code
-            if kind_of(code.co_filename) == GRADER:
+        if attr == "f_code" and type_(obj) is frame_type:  # the asker already holds a frame: whose?
+            if kind_of(obj.f_code.co_filename) == GRADER:
                 accuse("grader_frame", frame)
         refuse("frame", frame, attr)
 
@@ -551,7 +550,7 @@ def install(roots: Roots, violations: list, refusals: list | None = None, *, tru
 
     def on_exec(args):
         code = args[0] if args else None
-        if type_(code) is code_type and code.co_name != "<module>" and foreign(code.co_filename):
+        if type_(code) is code_type and exact(code.co_name) != "<module>" and foreign(code.co_filename):
             frame = caller()
             if walk(frame)[0] != GRADER:
                 accuse("library_exec", frame)
@@ -635,7 +634,9 @@ def install(roots: Roots, violations: list, refusals: list | None = None, *, tru
             refuse(kind, caller(), event)
 
     def hook(event: str, args) -> None:
-        if event == "builtins.id":
+        # sys.audit() lets code raise any event, with any name and arguments: a name that is
+        # not an exact str is no event CPython raises (and comparing it could run its code)
+        if type_(event) is not str_ or event == "builtins.id" or type_(args) is not tuple_:
             return
         ident = get_ident()
         if ident in busy:
