@@ -398,14 +398,14 @@ import types as _hv_types
 from jax._src import core as _hv_jax_core
 
 _HV_NO_JAX = frozenset({no_jax!r})
-_HV_SEEN = set()
+_HV = _hv_types.SimpleNamespace(seen=set())  # an object, not a container: a pure function changes no global
 
 
 def _hv_in_call(_hv_fn, _hv_args, _hv_kwargs):
     _hv_top = _hv_fn not in _HV_NO_JAX and _hv_jax_core.trace_ctx.is_top_level()
-    _hv_first = (_hv_fn, _hv_top) not in _HV_SEEN
+    _hv_first = (_hv_fn, _hv_top) not in _HV.seen
     if _hv_first:
-        _HV_SEEN.add((_hv_fn, _hv_top))
+        _HV.seen.add((_hv_fn, _hv_top))
         print(f"HV-CALLED {{_hv_fn}} {{_hv_top}}", flush=True)
 {in_call}
 
