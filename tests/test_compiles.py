@@ -93,9 +93,10 @@ def test_programs_with_no_traceback_to_judge_are_own_whoever_built_them():
         return jnp.tanh(x) * 2
 
     spec = jax.ShapeDtypeStruct((4,), jnp.float32)
+    x = jnp.zeros(4)  # outside the recorder: jnp.zeros's own first compilation is JAX's (run alone, it counts)
     with CompileRecorder() as rec:
-        export.deserialize(export.export(jax.jit(work))(spec).serialize()).call(jnp.zeros(4))
-        jax.jit(functools.partial(jax.pure_callback, np.tanh, spec))(jnp.zeros(4))
+        export.deserialize(export.export(jax.jit(work))(spec).serialize()).call(x)
+        jax.jit(functools.partial(jax.pure_callback, np.tanh, spec))(x)
     assert rec.total >= 2 and rec.incidental == 0 and rec.learner == rec.total
 
 

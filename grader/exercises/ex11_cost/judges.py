@@ -70,7 +70,7 @@ def predictions(box, name: str, arglists: list) -> list:
                               "without JAX, where module-level JAX can be named and decorated with but not used",
                     advice="keep module-level code to imports, constants and definitions; build JAX arrays inside "
                            "the functions of parts B and C") from None
-            used = (exc.exc_type == "JAXNotAvailable" or "loaded JAX where it must not run" in exc.message
+            used = (exc.exc_type == "JAXNotAvailable" or "where JAX must not run" in exc.message
                     or (exc.kind == "bad_return" and "nojax.Absent" in exc.message))  # returned a JAX stand-in
             if not used:
                 raise
