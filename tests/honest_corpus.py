@@ -42,6 +42,18 @@ class Idiom:
     around: str = ""  # a context manager expression the real call runs inside (may use _hv_fn)
     files: tuple[tuple[str, str], ...] = ()  # (name, text) written next to the learner's file
 
+    @property
+    def uses_jax(self) -> bool:
+        """A JAX idiom: inside a function the statement says runs where JAX does not exist
+        (``NO_JAX_FUNCTIONS``) an honest learner does not use it, so it is left out there."""
+        return self.name.startswith("jax_")
+
+
+def _for_this_function(idiom: Idiom, code: str) -> str:
+    if not idiom.uses_jax:
+        return code
+    return "if _hv_fn not in _HV_NO_JAX:\n" + textwrap.indent(code, "    ")
+
 
 def _i(name, imports="", at_import="", in_call="", around="", files=()):
     return Idiom(name, textwrap.dedent(imports).strip(), textwrap.dedent(at_import).strip(),
@@ -387,11 +399,14 @@ IDIOMS: tuple[Idiom, ...] = (
         """),
 )
 
+#: Functions whose statement says they run where JAX does not exist (exercise 11's predictions;
+#: exercise 1's predict_compiles reasons without running JAX): JAX idioms stay out of their calls.
 NO_JAX_FUNCTIONS = ("predict_compiles", "dot_cost", "elementwise_cost")
 
 HARNESS = """
 
 # --- the harness: runs the idioms' per-call code in every public function's calls ----------
+import contextlib as _hv_contextlib
 import functools as _hv_functools
 import types as _hv_types
 
@@ -445,11 +460,12 @@ def variant(course: Path, ex: Exercise, idioms: tuple[Idiom, ...]) -> tuple[str,
     parts = [reference, "\n\n# --- everyday Python: " + ", ".join(i.name for i in idioms) + "\n"]
     parts += [i.imports + "\n" for i in idioms if i.imports]
     parts += ["\n" + i.at_import + "\n" for i in idioms if i.at_import]
-    in_call = "\n".join(i.in_call for i in idioms if i.in_call) or "pass"
+    in_call = "\n".join(_for_this_function(i, i.in_call) for i in idioms if i.in_call) or "pass"
     call = "        return fn(*args, **kwargs)"
     for i in idioms:
         if i.around:
-            call = f"        with {i.around}:\n" + textwrap.indent(call, "    ")
+            around = f"({i.around} if _hv_fn not in _HV_NO_JAX else _hv_contextlib.nullcontext())" if i.uses_jax else i.around
+            call = f"        with {around}:\n" + textwrap.indent(call, "    ")
     parts.append(HARNESS.format(no_jax=NO_JAX_FUNCTIONS, in_call=textwrap.indent(in_call, "    "), call=call))
     files = {name: text for i in idioms for name, text in i.files}
     text = "".join(parts)
