@@ -61,3 +61,26 @@ def collective_counts(hlo_text: str) -> dict[str, int]:
     text = entry_computation(hlo_text)
     counts = Counter(m.group("op") for m in jaxcompat.COLLECTIVE_RE.finditer(text))
     return {op: counts.get(op, 0) for op in jaxcompat.COLLECTIVE_OPCODES}
+
+
+def collective_permute_pairs(hlo_text: str) -> list[list[tuple[int, int]]]:
+    """The ``(source, target)`` partition pairs of every collective-permute in the ENTRY
+    computation, in program order (one list per collective-permute)."""
+    out = []
+    for line in entry_computation(hlo_text).splitlines():
+        op = jaxcompat.COLLECTIVE_RE.search(line)
+        if not op or op.group("op") != "collective-permute":
+            continue
+        found = jaxcompat.PERMUTE_PAIRS_RE.search(line)
+        pairs = [] if not found else [(int(m.group("source")), int(m.group("target")))
+                                      for m in jaxcompat.PERMUTE_PAIR_RE.finditer(found.group("pairs"))]
+        out.append(pairs)
+    return out
+
+
+def shard_maps(jaxpr) -> list[dict]:
+    """Every ``shard_map`` of a (closed) jaxpr, nested ones included, as plain facts:
+    ``{"check_vma": bool, "in_specs": str, "out_specs": str}``."""
+    return [{"check_vma": jaxcompat.shard_map_checks_vma(eqn.params), "in_specs": str(eqn.params.get("in_specs")),
+             "out_specs": str(eqn.params.get("out_specs"))}
+            for eqn in walk_equations(jaxpr) if eqn.primitive.name == jaxcompat.SHARD_MAP_PRIMITIVE]

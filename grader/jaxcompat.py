@@ -38,11 +38,16 @@ COLLECTIVE_RE = re.compile(
     r"\s(?P<op>all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)(?:-start)?\("
 )
 ENTRY_RE = re.compile(r"^ENTRY\s", re.MULTILINE)
+#: A collective-permute's ``source_target_pairs={{0,1},{1,2},...}`` (partition ids) in HLO text.
+PERMUTE_PAIRS_RE = re.compile(r"source_target_pairs=\{(?P<pairs>(?:\{\d{1,6},\d{1,6}\},?){0,4096})\}")
+PERMUTE_PAIR_RE = re.compile(r"\{(?P<source>\d{1,6}),(?P<target>\d{1,6})\}")
 
 # --- jaxpr --------------------------------------------------------------------------
 #: Primitive names of a nested jit call inside a jaxpr, newest first.
 NESTED_CALL_PRIMITIVES = ("jit", "pjit")
 WHILE_PRIMITIVE = "while"
+#: The primitive ``jax.shard_map`` leaves in a jaxpr (``jax.experimental.shard_map`` makes the same one).
+SHARD_MAP_PRIMITIVE = "shard_map"
 SCAN_PRIMITIVE = "scan"
 
 
@@ -51,6 +56,16 @@ def jaxprs_in_params(params):
     from jax.extend.core import jaxprs_in_params as _impl  # jax >= 0.5
 
     return _impl(params)
+
+
+def shard_map_checks_vma(params) -> bool:
+    """Whether a ``shard_map`` equation (its ``params``) checks varying manual axes: the
+    ``check_vma`` parameter (``check_rep`` before JAX 0.6, where the idea was called replication
+    checking)."""
+    for name in ("check_vma", "check_rep"):
+        if name in params:
+            return bool(params[name])
+    raise KeyError("a shard_map equation without check_vma or check_rep: update grader.jaxcompat")
 
 
 def unregister_duration_listener(listener) -> None:

@@ -107,3 +107,39 @@ def test_entry_computation_requires_an_entry():
     except ValueError:
         return
     raise AssertionError("expected ValueError")
+
+
+def _ring_program(mesh, steps, check_vma=True):
+    """A ring of ``steps`` one-step ppermutes over 'model' inside jax.shard_map."""
+    m = mesh.shape["model"]
+
+    def body(x):
+        acc = buf = x
+        for _ in range(steps):
+            buf = lax.ppermute(buf, "model", [(j, (j + 1) % m) for j in range(m)])
+            acc = acc + buf
+        return acc
+
+    return jax.shard_map(body, mesh=mesh, in_specs=P("model", None), out_specs=P("model", None), check_vma=check_vma)
+
+
+def test_collective_permute_pairs_are_read_from_the_entry():
+    mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
+    x = np.zeros((4, 3), np.float32)
+    text = jax.jit(_ring_program(mesh, 3)).lower(x).compile().as_text()
+    pairs = ir.collective_permute_pairs(text)
+    ring = sorted((i * 4 + j, i * 4 + (j + 1) % 4) for i in range(2) for j in range(4))
+    assert len(pairs) == 3 == ir.collective_counts(text)["collective-permute"]
+    assert all(sorted(p) == ring for p in pairs)
+    assert ir.collective_permute_pairs(megatron_hlo(P("model", None))) == []
+
+
+def test_shard_maps_report_check_vma_at_any_depth():
+    mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
+    x = np.zeros((4, 3), np.float32)
+    on = jax.make_jaxpr(jax.jit(_ring_program(mesh, 1)))(x)
+    off = jax.make_jaxpr(_ring_program(mesh, 1, check_vma=False))(x)
+    assert [f["check_vma"] for f in ir.shard_maps(on)] == [True]
+    assert [f["check_vma"] for f in ir.shard_maps(off)] == [False]
+    assert "model" in ir.shard_maps(on)[0]["in_specs"]
+    assert ir.shard_maps(jax.make_jaxpr(lambda v: v + 1)(x)) == []

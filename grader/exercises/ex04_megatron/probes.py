@@ -11,7 +11,7 @@ compiled program once.  It returns plain data only; every verdict is the test's:
                     whether it is a ``jax.Array``); ``compiled`` is False and nothing else is
                     measured when these are not three JAX arrays
 ``values_kept``     per input, whether the placed array still holds the values passed in
-``inputs``          per input, a sharding record (see ``_sharding_record``) read from
+``inputs``          per input, a sharding record (``grader.layouts.sharding_record``) read from
                     ``compiled.input_shardings``
 ``input_shardings_text``  ``repr(compiled.input_shardings)``
 ``output``          the output of the compiled program, as a numpy array
@@ -31,6 +31,8 @@ import numpy as np
 from jax import stages as _stages
 from jax.sharding import Mesh as _Mesh
 
+from grader.layouts import sharding_record as _sharding_record
+
 _jit = jax.jit
 _devices = jax.devices
 _Array = jax.Array
@@ -48,30 +50,6 @@ AXES = ("data", "model")
 def _type_name(value) -> str:
     t = type(value)
     return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
-
-
-def _sharding_record(sharding, shape) -> dict:
-    """What a sharding means for an array of ``shape``: which block each device holds."""
-    shape = tuple(int(n) for n in shape)
-    blocks = []
-    for device, index in sharding.devices_indices_map(shape).items():
-        spans = []
-        for sl, n in zip(index, shape):
-            start, stop, _ = sl.indices(n)
-            spans.append([int(start), int(stop)])
-        blocks.append([int(device.id), spans])
-    blocks.sort(key=lambda b: b[0])
-    mesh = getattr(sharding, "mesh", None)
-    spec = getattr(sharding, "spec", None)
-    return {
-        "kind": type(sharding).__name__,
-        "text": repr(sharding),
-        "spec": None if spec is None else str(spec),
-        "mesh_axes": None if mesh is None else {str(k): int(v) for k, v in dict(mesh.shape).items()},
-        "global_shape": list(shape),
-        "shard_shape": [int(n) for n in sharding.shard_shape(shape)],
-        "blocks": blocks,
-    }
 
 
 def run_on_mesh(ctx, mesh_shape, x, w1, w2) -> dict:
