@@ -1,0 +1,177 @@
+"""Probes for exercise 17 (predicting collectives; FSDP), run in the sandbox beside the learner's
+code, and one run in the clean worker.  Each returns plain data; the verdicts are the tests'.
+
+A *layout* travels as ``{"x": (axis or None, axis or None), "w1": (...), "w2": (...)}``: per
+input, the mesh axis splitting each of its two dimensions.
+
+``truth_collectives(ctx, layouts)`` (clean worker)
+    for each layout, the collectives in the ENTRY computation of the MLP
+    ``relu(x @ w1) @ w2`` compiled at ``SIZES`` on the 2x4 ``("data", "model")`` mesh with
+    inputs laid out so: ``{opcode: count}`` without zeros.  Each layout is compiled once per
+    worker (abstract inputs: ``jax.ShapeDtypeStruct`` with a sharding, no data).
+``predict(ctx, layouts)``
+    the learner's ``predict_collectives`` for each layout, handed ``PartitionSpec``s, its
+    answer normalised to ``{"counts": {opcode: count}}`` (zeros dropped), or
+    ``{"error": ...}`` / ``{"form": ...}`` when it raised or returned something else than a
+    dict of ints.  Nothing here traces or compiles, so the sandbox's meter for this request
+    counts the learner's JAX work alone.
+``run_fsdp(ctx, mesh_shape, x, w1, w2)``
+    places the host arrays with the learner's ``fsdp_specs()`` on the mesh, jits
+    ``fsdp_mlp(mesh, x, w1, w2)`` with the mesh bound, lowers, compiles and runs it once:
+    ``{"mesh", "specs", "inputs" (sharding records), "output", "output_sharding",
+    "argument_bytes", "hlo"}``, or an ``"error"`` naming the step that failed.
+
+JAX entry points are bound at import, before the learner's module loads.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import stages as _stages
+from jax.sharding import Mesh as _Mesh
+from jax.sharding import NamedSharding as _NamedSharding
+from jax.sharding import PartitionSpec as _P
+
+from grader.ir import collective_counts as _collective_counts
+from grader.layouts import AXES, mesh_record as _mesh_record, sharding_record as _sharding_record
+
+#: The sizes every prediction is about: x f32[B, D], w1 f32[D, H], w2 f32[H, O] (the statement's).
+SIZES = {"B": 16, "D": 8, "H": 32, "O": 8}
+NAMES = ("x", "w1", "w2")
+
+_jit = jax.jit
+_relu = jax.nn.relu
+_devices = jax.devices
+_device_put = jax.device_put
+_ShapeDtypeStruct = jax.ShapeDtypeStruct
+_Array = jax.Array
+_f32 = jnp.float32
+_compile = _stages.Lowered.compile
+_as_text = _stages.Compiled.as_text
+_memory_analysis = _stages.Compiled.memory_analysis
+_input_shardings = _stages.Compiled.input_shardings.fget
+_output_shardings = _stages.Compiled.output_shardings.fget
+_run = _stages.Compiled.__call__
+_asarray = np.asarray
+_isinstance = isinstance
+
+
+def _first_line(exc: BaseException) -> str:
+    if _isinstance(exc, NotImplementedError):
+        raise exc
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
+
+
+def _type_name(value) -> str:
+    t = type(value)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _mesh(d: int, m: int):
+    grid = np.array(_devices()[: d * m]).reshape(d, m)
+    return grid, _Mesh(grid, AXES)
+
+
+def _mlp(x, w1, w2):
+    return _relu(x @ w1) @ w2
+
+
+# --- the truth, in the clean worker ------------------------------------------------------------
+
+_TRUTH: dict = {}
+
+
+def _key(layout) -> tuple:
+    return tuple(tuple(layout[name]) for name in NAMES)
+
+
+def truth_collectives(ctx, layouts: list) -> list[dict]:
+    _, mesh = _mesh(2, 4)
+    shapes = {"x": (SIZES["B"], SIZES["D"]), "w1": (SIZES["D"], SIZES["H"]), "w2": (SIZES["H"], SIZES["O"])}
+    out = []
+    for layout in layouts:
+        key = _key(layout)
+        if key not in _TRUTH:
+            args = [_ShapeDtypeStruct(shapes[name], _f32, sharding=_NamedSharding(mesh, _P(*layout[name])))
+                    for name in NAMES]
+            text = _as_text(_compile(_jit(_mlp).lower(*args)))
+            _TRUTH[key] = {op: n for op, n in _collective_counts(text).items() if n}
+        out.append(dict(_TRUTH[key]))
+    return out
+
+
+# --- part A: the learner's predictions ---------------------------------------------------------------
+
+def _normalise(answer) -> dict:
+    if not _isinstance(answer, Mapping):
+        return {"form": f"a {_type_name(answer)}"}
+    counts = {}
+    for key, value in list(answer.items())[:64]:
+        if not _isinstance(key, str) or _isinstance(value, bool) or not _isinstance(value, numbers.Integral):
+            return {"form": f"a dict holding the entry {_type_name(key)} -> {_type_name(value)}"}
+        if int(value):
+            counts[str(key)[:80]] = int(value)
+    return {"counts": counts}
+
+
+def predict(ctx, layouts: list) -> list[dict]:
+    fn = ctx.function("predict_collectives")
+    out = []
+    for layout in layouts:
+        specs = {name: _P(*layout[name]) for name in NAMES}
+        try:
+            answer = fn(specs)
+        except Exception as exc:  # noqa: BLE001 - measured, not judged (NotImplementedError goes up)
+            out.append({"error": _first_line(exc)})
+            continue
+        out.append(_normalise(answer))
+    return out
+
+
+# --- part B: the FSDP layout -------------------------------------------------------------------------
+
+def run_fsdp(ctx, mesh_shape, x, w1, w2) -> dict:
+    d, m = (int(n) for n in mesh_shape)
+    grid, mesh = _mesh(d, m)
+    result: dict = {"mesh": _mesh_record(grid)}
+    try:
+        specs = ctx.function("fsdp_specs")()
+    except Exception as exc:  # noqa: BLE001
+        result["error"] = f"fsdp_specs() raised {_first_line(exc)}"
+        return result
+    if not _isinstance(specs, Mapping) or any(not _isinstance(specs.get(n), _P) for n in NAMES):
+        result["error"] = ("fsdp_specs() should return a dict with a PartitionSpec for each of 'x', 'w1' and 'w2'; "
+                           f"it returned {_type_name(specs)}"
+                           + (f" with keys {sorted(map(str, specs))[:6]}" if _isinstance(specs, Mapping) else ""))
+        return result
+    result["specs"] = [str(specs[n]) for n in NAMES]
+    try:
+        placed = [_device_put(a, _NamedSharding(mesh, specs[n])) for n, a in zip(NAMES, (x, w1, w2))]
+    except Exception as exc:  # noqa: BLE001
+        result["error"] = f"placing the inputs with fsdp_specs() failed: {_first_line(exc)}"
+        return result
+    fn = ctx.function("fsdp_mlp")
+    try:
+        compiled = _compile(_jit(lambda a, b, c: fn(mesh, a, b, c)).lower(*placed))
+    except Exception as exc:  # noqa: BLE001
+        result["error"] = f"fsdp_mlp(mesh, x, w1, w2) failed under jax.jit: {_first_line(exc)}"
+        return result
+    out = _run(compiled, *placed)
+    if not _isinstance(out, _Array):
+        result["error"] = f"fsdp_mlp returned a {_type_name(out)}, not one array"
+        return result
+    value = _asarray(out)
+    result.update(
+        inputs=[_sharding_record(s, a.shape) for s, a in zip(_input_shardings(compiled)[0], placed)],
+        output=value,
+        output_sharding=_sharding_record(_output_shardings(compiled), value.shape),
+        argument_bytes=int(_memory_analysis(compiled).argument_size_in_bytes),
+        hlo=_as_text(compiled),
+    )
+    return result
