@@ -20,7 +20,13 @@ fixed inputs) and returns plain facts, never a verdict.  Kinds:
                (exercise 9's ``ir_stats``, exercise 11's ``analyze``); return its output.
 ``mesh``       build a ``(data, model)`` mesh, place the host arrays with ``place``
                (``shard_inputs``), then compile ``target`` on them: the input layouts,
-               collectives in the optimized HLO, cost analysis and run time.
+               collectives in the optimized HLO, cost analysis and run time.  Instead of
+               ``place``: ``specs`` (one PartitionSpec per argument, as lists of axis names,
+               applied to every leaf of that argument) or ``specs_from`` (a learner function
+               returning ``{name: PartitionSpec}``, read in the order of ``arg_names``).
+               ``mesh_arg``: ``target`` takes the mesh first (``target(mesh, *args)``);
+               ``shard_map``: ``{"in_specs", "out_specs"}`` wraps ``target`` in our
+               ``jax.shard_map`` over the mesh before it is jitted (``check_vma`` on).
 
 ``build`` (``jax`` and ``value``): objects the learner's code must make in the sandbox because
 plain data cannot carry them (an Equinox Module, an optax state).  Each entry is
@@ -54,6 +60,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import stages as _stages
 from jax.sharding import Mesh as _Mesh
+from jax.sharding import NamedSharding as _NamedSharding
+from jax.sharding import PartitionSpec as _P
 
 from grader.compare import jaxpr_canon
 
@@ -76,6 +84,7 @@ _devices = jax.devices
 _jsum = jnp.sum
 _Array = jax.Array
 _ShapeDtypeStruct = jax.ShapeDtypeStruct
+_shard_map = jax.shard_map
 _compile = _stages.Lowered.compile
 _cost_analysis = _stages.Compiled.cost_analysis
 _as_text = _stages.Compiled.as_text
@@ -421,26 +430,50 @@ def _layout(sharding, shape: tuple) -> dict:
             "spec": None if spec is None else str(spec)}
 
 
+def _spec(entries) -> Any:
+    return entries if isinstance(entries, _P) else _P(*entries)
+
+
+def _placed_by_specs(ctx, spec: dict, mesh, host: list) -> list:
+    """The host arguments placed by the grader: ``specs``, or the learner's ``specs_from``."""
+    if "specs_from" in spec:
+        given = ctx.function(spec["specs_from"])()
+        specs = [given[name] for name in spec["arg_names"]]
+    else:
+        specs = spec["specs"]
+    return [_device_put(a, _NamedSharding(mesh, _spec(s))) for a, s in zip(host, specs)]
+
+
 def _measure_mesh(ctx, spec: dict) -> dict:
     d, m = (int(n) for n in spec["mesh_shape"])
     mesh = _Mesh(np.array(_devices()[: d * m]).reshape(d, m), tuple(spec["axes"]))
-    host = [_asarray(a) for a in spec["args"]]
+    host = [_asarray(a) if isinstance(a, np.ndarray) else a for a in spec["args"]]
     facts: dict = {}
-    placed = _step(facts, "place", lambda: ctx.function(spec["place"])(mesh, *host))
+    if "place" in spec:
+        placed = _step(facts, "place", lambda: ctx.function(spec["place"])(mesh, *host))
+    else:
+        placed = _step(facts, "place", lambda: _placed_by_specs(ctx, spec, mesh, host))
     if placed is None:
         return facts
     items = list(placed) if isinstance(placed, (list, tuple)) else []
-    if len(items) != len(host) or not all(isinstance(a, _Array) for a in items):
-        facts.setdefault("errors", {})["place"] = f"{spec['place']} did not return {len(host)} JAX arrays"
+    if len(items) != len(host) or not all(isinstance(a, _Array) for a in _tree_leaves(items)):
+        facts.setdefault("errors", {})["place"] = f"{spec.get('place', 'placing')} did not give {len(host)} JAX arrays"
         return facts
     fn = ctx.function(spec["target"])
+    if spec.get("mesh_arg"):
+        fn = _partial(fn, mesh)
+    if spec.get("shard_map"):
+        wrap = spec["shard_map"]
+        fn = _shard_map(fn, mesh=mesh, in_specs=tuple(_spec(s) for s in wrap["in_specs"]),
+                        out_specs=_spec(wrap["out_specs"]))
     closed = _step(facts, "jaxpr", lambda: _make_jaxpr(fn)(*items))
     if closed is not None:
         _jaxpr_facts(facts, closed)
     compiled = _step(facts, "compile", lambda: _compile(_jit(fn).lower(*items)))
     if compiled is None:
         return facts
-    facts["layouts"] = [_layout(s, tuple(a.shape)) for s, a in zip(_input_shardings(compiled)[0], items)]
+    facts["layouts"] = [_layout(s, tuple(a.shape))
+                        for s, a in zip(_tree_leaves(_input_shardings(compiled)[0]), _tree_leaves(items))]
     facts["collectives"] = jaxpr_canon.collective_counts(_as_text(compiled))
     _step(facts, "cost", lambda: _cost_facts(facts, compiled))
     facts["output"] = _step(facts, "run", lambda: _plain(_block(_run_compiled(compiled, *items))))
