@@ -46,6 +46,25 @@ def jaxpr_summary(jaxpr) -> dict:
     }
 
 
+def kernel_calls(jaxpr) -> dict:
+    """The Pallas kernels a (closed) jaxpr calls, at any depth, and what it computes outside them.
+
+    ``{"calls": [jaxcompat.pallas_call_facts(...), ...], "outside": {primitive: count}}``:
+    ``outside`` counts every equation that is not inside a kernel's body (nested ``jit``,
+    ``cond`` or ``scan`` bodies included), so work done around a kernel shows there."""
+    calls, outside = [], Counter()
+    stack = [_inner(jaxpr)]
+    while stack:
+        for eqn in stack.pop().eqns:
+            name = eqn.primitive.name
+            if name == jaxcompat.PALLAS_CALL_PRIMITIVE:
+                calls.append(jaxcompat.pallas_call_facts(eqn.params))
+                continue  # its body is the kernel: what runs inside it is the kernel's business
+            outside[name] += 1
+            stack.extend(_inner(sub) for sub in jaxcompat.jaxprs_in_params(eqn.params))
+    return {"calls": calls, "outside": dict(outside)}
+
+
 def entry_computation(hlo_text: str) -> str:
     """The ENTRY computation of an HLO module's text (optimized HLO starts with tables)."""
     m = jaxcompat.ENTRY_RE.search(hlo_text)

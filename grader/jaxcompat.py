@@ -174,3 +174,37 @@ def deleted_flags():
 
     is_deleted = ArrayImpl.is_deleted
     return lambda leaves: [bool(is_deleted(leaf)) if isinstance(leaf, ArrayImpl) else False for leaf in leaves]
+
+
+# --- Pallas ---------------------------------------------------------------------------------
+#: The primitive ``pl.pallas_call`` leaves in a jaxpr.
+PALLAS_CALL_PRIMITIVE = "pallas_call"
+
+
+def pallas_call_facts(params) -> dict:
+    """What a ``pallas_call`` equation (its ``params``) asks for, as plain data:
+    ``{"grid": [int, ...], "blocks": [[dim, ...] per operand], "num_inputs", "num_outputs",
+    "interpret": bool}``.  ``blocks`` lists the inputs' block shapes, then the outputs'; a
+    dimension is an int (``Blocked(block_size=n)``, or a bare int), ``None`` for a squeezed one
+    (a ``None`` in the ``BlockSpec``, or the axis ``jax.vmap`` added), and its text otherwise.
+
+    All of it is internal: ``grid_mapping`` (a ``GridMapping`` whose ``block_mappings`` hold
+    each operand's ``block_shape``) is how JAX 0.10.2 stores the grid and the ``BlockSpec``s;
+    a dynamic grid dimension is reported as its text."""
+    from jax._src.pallas import core as pallas_core
+
+    mapping = params["grid_mapping"]
+
+    def dim(d):
+        if isinstance(d, int) and not isinstance(d, bool):
+            return int(d)
+        if isinstance(d, pallas_core.Blocked):
+            return int(d.block_size)
+        if isinstance(d, pallas_core.Squeezed) or d is None:
+            return None
+        return str(d)[:100]
+
+    grid = [int(g) if isinstance(g, int) and not isinstance(g, bool) else str(g)[:100] for g in mapping.grid]
+    blocks = [[dim(d) for d in bm.block_shape] for bm in mapping.block_mappings]
+    return {"grid": grid, "blocks": blocks, "num_inputs": int(mapping.num_inputs),
+            "num_outputs": int(mapping.num_outputs), "interpret": bool(params.get("interpret", False))}

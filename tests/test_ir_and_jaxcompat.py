@@ -82,6 +82,77 @@ def test_where_is_a_nested_call_holding_select_n():
     assert ir.primitive_counts(closed).get("select_n") == 1
 
 
+def _tiled_matmul(x, w, bm, bn, bk, relu_outside=False):
+    """A 3-D-grid Pallas matmul in interpret mode (the only mode a CPU runs)."""
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, w_ref, o_ref):
+        @pl.when(pl.program_id(2) == 0)
+        def _():
+            o_ref[...] = jnp.zeros_like(o_ref)
+
+        o_ref[...] += x_ref[...] @ w_ref[...]
+
+    out = pl.pallas_call(kernel, grid=(x.shape[0] // bm, w.shape[1] // bn, x.shape[1] // bk),
+                         in_specs=[pl.BlockSpec((bm, bk), lambda i, j, k: (i, k)),
+                                   pl.BlockSpec((bk, bn), lambda i, j, k: (k, j))],
+                         out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)),
+                         out_shape=jax.ShapeDtypeStruct((x.shape[0], w.shape[1]), jnp.float32), interpret=True)(x, w)
+    return jnp.maximum(out, 0.0) if relu_outside else out
+
+
+def test_pallas_call_facts_read_grid_blocks_and_vmap():
+    from jax.experimental import pallas as pl
+
+    x, w = np.ones((8, 12), np.float32), np.ones((12, 6), np.float32)
+    closed = jax.make_jaxpr(jax.jit(lambda a, b: _tiled_matmul(a, b, 4, 3, 6, relu_outside=True)))(x, w)
+    found = ir.kernel_calls(closed)
+    assert found["calls"] == [{"grid": [2, 2, 2], "blocks": [[4, 6], [6, 3], [4, 3]], "num_inputs": 2,
+                               "num_outputs": 1, "interpret": True}]
+    assert found["outside"].get("max") == 1 and "dot_general" not in found["outside"]  # the kernel's body is not walked
+    assert found["outside"].get(jaxcompat.NESTED_CALL_PRIMITIVES[0]) == 1
+    # vmap adds a leading grid axis; the batched operands' blocks gain a squeezed dimension
+    batched = jax.make_jaxpr(jax.vmap(lambda a, b: _tiled_matmul(a, b, 4, 3, 6), in_axes=(0, None)))(np.stack([x] * 3), w)
+    assert ir.kernel_calls(batched)["calls"] == [{"grid": [3, 2, 2, 2], "blocks": [[None, 4, 6], [6, 3], [None, 4, 3]],
+                                                  "num_inputs": 2, "num_outputs": 1, "interpret": True}]
+    assert ir.kernel_calls(batched)["outside"] == {}
+    # a None in a BlockSpec is a squeezed dimension too; a plain jnp program calls no kernel
+    squeezed = jax.make_jaxpr(lambda a: pl.pallas_call(
+        lambda x_ref, o_ref: o_ref.__setitem__(Ellipsis, x_ref[...] * 2.0), grid=(8,),
+        in_specs=[pl.BlockSpec((None, 12), lambda i: (i, 0))], out_specs=pl.BlockSpec((None, 12), lambda i: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct((8, 12), jnp.float32), interpret=True)(a))(x)
+    assert ir.kernel_calls(squeezed)["calls"][0]["blocks"] == [[None, 12], [None, 12]]
+    assert ir.kernel_calls(jax.make_jaxpr(lambda a, b: jnp.maximum(a @ b, 0.0))(x, w)) == {
+        "calls": [], "outside": {"dot_general": 1, "max": 1}}
+
+
+def test_pallas_runs_on_cpu_only_in_interpret_mode_as_a_while_loop():
+    """The facts exercise 19's statement teaches: no interpret mode, no kernel on a CPU; with it,
+    the optimized HLO holds no custom call but one while loop over the grid, whose output starts
+    as NaN (a block the kernel never writes stays NaN)."""
+    from jax.experimental import pallas as pl
+
+    def never_writes(x_ref, o_ref):
+        pass
+
+    def call(x, interpret):
+        return pl.pallas_call(never_writes, grid=(4,), in_specs=[pl.BlockSpec((2, 3), lambda i: (i, 0))],
+                              out_specs=pl.BlockSpec((2, 3), lambda i: (i, 0)),
+                              out_shape=jax.ShapeDtypeStruct((8, 3), jnp.float32), interpret=interpret)(x)
+
+    x = np.ones((8, 3), np.float32)
+    try:
+        call(x, False)
+    except ValueError as err:
+        assert "Only interpret mode is supported on CPU" in str(err)
+    else:
+        raise AssertionError("a compiled Pallas kernel ran on the CPU")
+    assert np.isnan(np.asarray(call(x, True))).all()
+    text = jax.jit(lambda v: call(v, True)).lower(x).compile().as_text()  # XLA may wrap a small loop in a call
+    assert "custom-call" not in text and text.count(" while(") == 1
+    assert '"known_trip_count":{"n":"4"}' in text
+
+
 def megatron_hlo(w2_spec):
     mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("data", "model"))
     x = jax.device_put(jnp.ones((8, 16)), NamedSharding(mesh, P("data", None)))
