@@ -1,0 +1,90 @@
+"""Hidden checks for exercise 19: shapes, block sizes and values drawn at grading time.
+
+Every draw holds each case its check claims (``COVERAGE``; ``ensure`` checks it on every draw):
+for the softmax, rows of large positive logits (exp overflows), of large negative ones (exp
+underflows to 0), ordinary rows sharing a block with a row of far larger logits, and several
+blocks; for the matmul, several k steps, a grid whose three axes have distinct sizes, three
+distinct block sizes, outputs the ReLU clips, and a partial sum over k that changes sign.
+References are NumPy, in float64.
+
+The kernel checks trace the learner's function on the inputs of the value checks beside them
+(the same generator), so what they judge is the program whose numbers were right.
+"""
+
+from grader.coverage import Coverage, check_rng, ensure
+from grader.exercises.ex19_pallas.judges import (
+    MATMUL_ASKED,
+    SOFTMAX_ASKED,
+    draw_matmul_batch,
+    draw_matmul_case,
+    draw_softmax_batch,
+    draw_softmax_case,
+    expected_matmul_kernel,
+    expected_softmax_kernel,
+    judge_kernel,
+    judge_matmul_relu,
+    judge_softmax,
+    matmul_labels,
+    softmax_labels,
+)
+
+SOFTMAX_CASES = {"overflow_row", "underflow_row", "row_below_its_block", "several_blocks"}
+MATMUL_CASES = {"several_k_steps", "grid_axes_distinct", "block_sizes_distinct", "relu_clips",
+                "partial_sums_cross_zero"}
+
+
+def _softmax_labels(rng):
+    return softmax_labels(*draw_softmax_case(rng))
+
+
+def _matmul_labels(rng):
+    return matmul_labels(*draw_matmul_case(rng))
+
+
+COVERAGE = {
+    "softmax_matches": Coverage(required=SOFTMAX_CASES, labels=_softmax_labels, test="test_softmax_matches"),
+    "matmul_relu_matches": Coverage(required=MATMUL_CASES, labels=_matmul_labels, test="test_matmul_relu_matches"),
+}
+
+
+# --- part A: a row-wise softmax ---------------------------------------------------------------------
+
+def test_softmax_matches(submission, rng):
+    x, block_rows = draw_softmax_case(rng)
+    ensure("softmax_matches", SOFTMAX_CASES, softmax_labels(x, block_rows))
+    judge_softmax(submission.probe("ex19_pallas:values", "softmax_rows", [x], [block_rows]), x, block_rows)
+
+
+def test_softmax_kernel_layout(submission, seed):
+    x, block_rows = draw_softmax_case(check_rng(seed, "test_softmax_matches"))  # covered there
+    ensure("softmax_kernel_layout", {"several_blocks"}, softmax_labels(x, block_rows))
+    facts = submission.probe("ex19_pallas:structure", "softmax_rows", [x], [block_rows])
+    judge_kernel(facts, expected_softmax_kernel(x.shape, block_rows), "softmax_rows", SOFTMAX_ASKED)
+
+
+def test_softmax_composes(submission, rng):
+    xs, block_rows = draw_softmax_batch(rng)
+    got = submission.probe("ex19_pallas:composed", "softmax_rows", [xs], [block_rows])
+    judge_softmax(got, xs, block_rows, what="jax.jit(jax.vmap(softmax_rows))")
+
+
+# --- part B: a tiled matmul + ReLU ------------------------------------------------------------------
+
+def test_matmul_relu_matches(submission, rng):
+    x, w, blocks = draw_matmul_case(rng)
+    ensure("matmul_relu_matches", MATMUL_CASES, matmul_labels(x, w, blocks))
+    judge_matmul_relu(submission.probe("ex19_pallas:values", "matmul_relu", [x, w], list(blocks)), x, w, blocks)
+
+
+def test_matmul_relu_kernel_layout(submission, seed):
+    x, w, blocks = draw_matmul_case(check_rng(seed, "test_matmul_relu_matches"))  # covered there
+    ensure("matmul_relu_kernel_layout", {"grid_axes_distinct", "block_sizes_distinct", "several_k_steps"},
+           matmul_labels(x, w, blocks))
+    facts = submission.probe("ex19_pallas:structure", "matmul_relu", [x, w], list(blocks))
+    judge_kernel(facts, expected_matmul_kernel(x.shape, w.shape, blocks), "matmul_relu", MATMUL_ASKED)
+
+
+def test_matmul_relu_composes(submission, rng):
+    xs, w, blocks = draw_matmul_batch(rng)
+    got = submission.probe("ex19_pallas:composed", "matmul_relu", [xs, w], list(blocks))
+    judge_matmul_relu(got, xs, w, blocks, what="jax.jit(jax.vmap(matmul_relu)) over x")
