@@ -399,9 +399,10 @@ IDIOMS: tuple[Idiom, ...] = (
         """),
 )
 
-#: Functions whose statement says they run where JAX does not exist (exercise 11's predictions;
-#: exercise 1's predict_compiles reasons without running JAX): JAX idioms stay out of their calls.
-NO_JAX_FUNCTIONS = ("predict_compiles", "dot_cost", "elementwise_cost")
+#: Functions whose statement says they run where JAX does not exist or may not trace or compile
+#: (exercise 11's predictions, exercise 17's predict_collectives; exercise 1's predict_compiles
+#: reasons without running JAX): JAX idioms stay out of their calls.
+NO_JAX_FUNCTIONS = ("predict_compiles", "dot_cost", "elementwise_cost", "predict_collectives")
 
 HARNESS = """
 

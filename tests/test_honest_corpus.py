@@ -7,7 +7,7 @@ files next to the learner's file, tempfile/pickle, timers, functools, inspect, t
 matplotlib, SciPy, JAX's profiler and debugging tools, a ``__main__`` block, ...), each used
 at import time and inside the graded calls.  The idioms are spread over ``BUNDLES``
 variants per exercise, every idiom in one of them, so each exercise meets every idiom:
-14 x 11 = 154 gradings.
+one grading per exercise and bundle (17 x 9 = 153 gradings; at least 150 is asserted).
 
 What a grading runs: each exercise's cheapest *measured* hidden checks (the ones an
 integrity verdict would zero: compile counts, jaxpr and HLO measurements in the learner's
@@ -33,7 +33,7 @@ import pytest
 import honest_corpus as hc
 
 REPO = Path(__file__).resolve().parents[1]
-BUNDLES = 11
+BUNDLES = 9
 #: exercise -> hidden checks graded (their requirements run too): cheap, measured, calling the learner's functions
 SELECTED = {
     1: ("predicts_weak_types", "predicts_cache_reuse"),
@@ -50,6 +50,9 @@ SELECTED = {
     12: ("momentum_step_compiles_once",),
     13: ("dense_is_a_pytree", "pure_step_writes_no_globals"),
     14: ("switch_compiles_once",),
+    17: ("predicts_batch_split", "fsdp_gathers_weights"),
+    18: ("megatron_one_all_reduce",),
+    19: ("softmax_kernel_layout",),
 }
 
 _STATE: dict = {}
