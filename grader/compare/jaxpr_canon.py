@@ -8,8 +8,14 @@ and literals are *bucketed* (``0``, ``1``, ``-1``, ``0.5``, ``2`` stay exact; an
 number becomes its sign and order of magnitude), so ``tol = 1e-3`` and ``tol = 2e-3``
 read the same while ``x * 2`` and ``x * 1000`` do not.
 
+``structure`` reads what the canonical text leaves out and ``grade compare``'s strategies are
+made of (``grader.compare.features``): under which transformations each equation was made
+(JAX records ``vmap``, ``jvp`` and ``transpose`` in every equation's name stack), inside which
+loops, branches and checkpoints it sits, the order of primitives, and each loop's length.
+
 Runs in the sandbox (imported by ``grader/probes/fingerprint.py`` before learner code)
-and needs only the standard library: it reads jaxpr objects by duck typing.
+and needs only the standard library: it reads jaxpr objects by duck typing.  Every walk
+is iterative with a bound on nesting, so a deeply nested program costs nothing more.
 """
 
 from __future__ import annotations
@@ -75,6 +81,8 @@ class _Namer:
 
 
 def _param(value: Any, depth: int) -> str:
+    if _is_jaxpr(value) and depth >= MAX_NESTING:
+        return "{...}"
     if _is_jaxpr(value):
         return "{" + "; ".join(_lines(value, depth + 1)) + "}"
     if isinstance(value, (tuple, list)):
@@ -144,3 +152,72 @@ def collective_counts(hlo_text: str) -> dict[str, int]:
     for m in _COLLECTIVE.finditer(hlo_text):
         counts[m.group("op")] += 1
     return counts
+
+
+# --- structure: transformations, control flow, order ------------------------------------
+
+#: Sub-jaxpr holders that are constructs of their own: an equation inside one is marked by it.
+#: Calls (``jit``, ``custom_jvp_call``, ...) are transparent: they change nothing a strategy is.
+CONSTRUCTS = {"scan": "scan", "while": "while", "cond": "cond", "remat": "remat", "checkpoint": "remat",
+              "shard_map": "shard_map", "xla_pmap": "pmap", "pmap": "pmap"}
+MAX_NESTING = 64  # sub-jaxpr levels walked; deeper ones are counted, not read
+MAX_SEQUENCE = 3000  # primitives kept in order
+
+
+def _construct(name: str) -> str | None:
+    return CONSTRUCTS.get(name.rstrip("0123456789"))
+
+
+def transforms_of(eqn: Any) -> tuple[str, ...]:
+    """The transformations JAX was applying when it made ``eqn``, outermost first
+    (``("vmap", "transpose", "jvp")`` for an equation of ``vmap(grad(f))``'s backward pass).
+    Read from the name stack's ``Transform`` entries only: scopes carry names from the source."""
+    stack = getattr(getattr(getattr(eqn, "source_info", None), "name_stack", None), "stack", ()) or ()
+    return tuple(str(getattr(item, "name", "")) for item in stack if type(item).__name__ == "Transform")
+
+
+def structure(jaxpr: Any) -> dict[str, Any]:
+    """What a program is made of, names aside (see the module docstring)::
+
+        {"paths": {"vmap/transpose/jvp": 18, "": 3, "scan/jvp": 5},   # equations per nesting path
+         "sequence": ["dot_general", "add", ...],  # primitives in program order, sub-jaxprs inline
+         "loops": [{"kind": "scan", "path": "", "length": 6}],        # every construct met
+         "deepest": 3, "truncated": 0}
+
+    A path joins, outermost first, the transformations of each equation (relative to its
+    enclosing jaxpr, so nested ones add up) and the construct (``scan``, ``while``, ``cond``,
+    ``remat``, ...) of each loop, branch or checkpoint it sits in.
+    """
+    paths: dict[str, int] = {}
+    sequence: list[str] = []
+    loops: list[dict[str, Any]] = []
+    deepest = truncated = 0
+    # frames of an explicit depth-first walk: (equations, next index, path prefix, depth)
+    stack: list[list[Any]] = [[list(getattr(jaxpr, "jaxpr", jaxpr).eqns), 0, (), 0]]
+    while stack:
+        frame = stack[-1]
+        eqns, i, prefix, depth = frame
+        if i >= len(eqns):
+            stack.pop()
+            continue
+        frame[1] = i + 1
+        eqn = eqns[i]
+        deepest = max(deepest, depth)
+        name = eqn.primitive.name
+        path = prefix + transforms_of(eqn)
+        key = "/".join(path)
+        paths[key] = paths.get(key, 0) + 1
+        if len(sequence) < MAX_SEQUENCE:
+            sequence.append(name)
+        construct = _construct(name)
+        if construct is not None:
+            length = eqn.params.get("length") if construct == "scan" else None
+            loops.append({"kind": construct, "path": key, "length": length if isinstance(length, int) else None})
+        children = sub_jaxprs(eqn.params)
+        if children and depth >= MAX_NESTING:
+            truncated += 1
+            continue
+        inner = path + ((construct,) if construct else ())
+        for child in reversed(children):
+            stack.append([list(getattr(child, "jaxpr", child).eqns), 0, inner, depth + 1])
+    return {"paths": paths, "sequence": sequence, "loops": loops, "deepest": deepest, "truncated": truncated}

@@ -7,8 +7,10 @@ One ``ExerciseSpec`` per exercise slug.  Each ``Measurement`` is sent to the san
 ``fingerprint:measure`` (``grader/probes/fingerprint.py`` documents the kinds) with inputs
 drawn from a fixed seed (``seeded_rng``), so every submission is measured on exactly the
 same data and the facts of two submissions can be compared.  ``structural`` measurements
-make up the *approach* key (canonical jaxpr, compile count, layouts and collectives); the
-others only feed the side-by-side view ("do the outputs agree?").  ``source_functions`` are
+make up the *variant* key (canonical jaxpr, compile count, layouts and collectives) and the
+features a *strategy* is read from (``grader.compare.features``); the others only feed the
+side-by-side view ("do the outputs agree?").  ``strategies`` names the exercise's strategies
+(``grader.compare.strategy``).  ``source_functions`` are
 pure-Python functions whose approach is read from their normalised source (the function
 and every module-level function it calls), since they have no jaxpr.
 
@@ -32,7 +34,7 @@ import numpy as np
 
 SEED = 20_240_607
 #: Bump when the probe's measurements change meaning: cached fingerprints are then stale.
-PROBE_VERSION = 2
+PROBE_VERSION = 3
 
 
 _DIGESTS: dict[str, str] = {}
@@ -51,6 +53,9 @@ class ExerciseSpec:
     measurements: tuple[Measurement, ...]
     source_functions: tuple[str, ...] = ()
     note: str = ""  # one line for the report: what the approach is read from
+    #: Named strategies (``grader.compare.strategy.Strategy``): predicates over measured
+    #: features, the first that holds names a solution's strategy; the rest are clustered.
+    strategies: tuple[Any, ...] = ()
 
     def payloads(self) -> list[dict]:
         return [m.payload() for m in self.measurements]

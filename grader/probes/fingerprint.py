@@ -9,7 +9,8 @@ fixed inputs) and returns plain facts, never a verdict.  Kinds:
                first output instead): the canonical jaxpr (``grader.compare.jaxpr_canon``),
                primitive counts and equation counts; then run every call in ``calls``
                (same shapes, other values or argument kinds) while counting compiles of
-               the learner's functions; then XLA's ``cost_analysis`` (flops, bytes
+               the learner's functions, and every compile after the first call
+               (``later_compiles``: a function jitted afresh on each call); then XLA's ``cost_analysis`` (flops, bytes
                accessed) of the jitted function and its median run time.
 ``value``      call ``target`` once per call in ``calls`` and return the outputs (pure-Python
                functions; ``numpy = true`` hands arrays over as NumPy, as a data loader would).
@@ -40,6 +41,11 @@ of our ``jit`` of this function (an ``eqx.filter_jit``'s ``lower`` gives no JAX 
 
 A ``jax`` measurement of a function that donates its arguments times fresh copies of the
 first call's inputs (the calls have consumed theirs).
+
+``grow`` (``jax``): ``{"call": ..., "static": {...}}``, the same function at another size (a
+larger batch, a larger ``max_steps``): it is traced there too, and ``grown`` says how many
+equations it has and how long its loops are (``grader.compare.features`` reads how the
+program grows with the size from it).
 
 A step that fails is recorded in ``errors`` (``"<ExceptionType>: <first line>"``; a
 ``NotImplementedError`` as ``not_implemented``) and the other steps still run.  Every JAX
@@ -223,6 +229,23 @@ def _jaxpr_facts(facts: dict, closed) -> None:
     facts["primitives"] = jaxpr_canon.primitive_counts(closed)
     facts["eqns"] = sum(1 for _ in jaxpr_canon.equations(closed))
     facts["top_level_eqns"] = len(getattr(closed, "jaxpr", closed).eqns)
+    facts["structure"] = jaxpr_canon.structure(closed)
+
+
+def _grown_facts(ctx, spec: dict) -> dict:
+    """The program traced once more at another size (``grow``: a call with a larger batch,
+    or other ``static`` values such as a larger ``max_steps``): how many equations it has
+    there and how long its loops are, to tell how the program grows with the size."""
+    grow = spec["grow"]
+    f, _ = _target(ctx, {**spec, "static": grow.get("static", spec.get("static") or {})})
+    args, kwargs = _prepare(ctx, spec, grow["call"])
+    if spec.get("build"):
+        traced, arrays = _arrays_only(f, args, kwargs)
+        closed = _make_jaxpr(traced)(*arrays)
+    else:
+        closed = _make_jaxpr(f)(*args, **kwargs)
+    shape = jaxpr_canon.structure(closed)
+    return {"eqns": sum(shape["paths"].values()), "loops": shape["loops"]}
 
 
 def _cost_facts(facts: dict, compiled) -> None:
@@ -260,8 +283,14 @@ def _first_output(out: Any) -> Any:
 def _target(ctx, spec: dict) -> tuple[Callable, Callable]:
     """The function to measure, and how to lower it for XLA's cost analysis: through the
     learner's own ``jit`` when it has one (its executable is then already compiled by the
-    calls, so nothing compiles twice), else through a ``jit`` of ours."""
-    fn = ctx.function(spec["target"])
+    calls, so nothing compiles twice), else through a ``jit`` of ours.  A target
+    ``{"built": i, "method": name}`` is a method of an object ``build`` makes (an optax
+    optimizer's ``update``)."""
+    target = spec["target"]
+    if isinstance(target, dict):
+        fn = getattr(_build(ctx, spec["build"])[int(target["built"])], str(target["method"]))
+        return fn, _jit(fn).lower
+    fn = ctx.function(target)
     static = spec.get("static") or {}
     f = _partial(fn, **static) if static else fn
     if spec.get("transform") == "grad":
@@ -344,14 +373,21 @@ def _measure_jax(ctx, spec: dict) -> dict:
     closed = _step(facts, "jaxpr", lambda: _make_jaxpr(traced)(*trace_args, **trace_kwargs))
     if closed is not None:
         _step(facts, "jaxpr", lambda: _jaxpr_facts(facts, closed))
+    if spec.get("grow") and closed is not None:
+        facts["grown"] = _step(facts, "grow", lambda: _grown_facts(ctx, spec))
     names = _learner_names(ctx)
 
     def run_calls():
+        outs, later = [], 0
         with _Compiles() as rec:
-            outs = [_block(f(*a, **k)) for a, k in calls]
+            for k, (a, kw) in enumerate(calls):
+                before = len(rec.names)
+                outs.append(_block(f(*a, **kw)))
+                later += (len(rec.names) - before) if k else 0
         by_name = rec.by_name()
         facts["compiles"] = sum(n for name, n in by_name.items() if name in names)
         facts["compiles_by_name"] = by_name
+        facts["later_compiles"] = later  # any compilation after the first call, whoever's it is
         facts["output"] = _plain(outs[0])
 
     _step(facts, "run", run_calls)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Callable
 
+from grader.compare.features import CORE_PYTHON, Features
 from grader.compare.specs import ExerciseSpec, Measurement, call
+from grader.compare.strategy import Strategy
 
 
 _NESTED_SOURCE = '''
@@ -38,6 +40,23 @@ def _answers_calls() -> dict:
     return {"kind": "value", "target": "answers", "numpy": True, "calls": [call()]}
 
 
+def _walk(f: Features) -> frozenset[str]:
+    return f.py("count_primitives").tokens
+
+
+STRATEGIES = (
+    Strategy("parses the printed jaxpr (text)", lambda f: "reads text" in _walk(f),
+             "regular expressions or string splitting over the jaxpr's printout"),
+    Strategy("explicit stack or queue (iterative walk)",
+             lambda f: "explicit stack" in _walk(f) and "recursion" not in _walk(f),
+             "a while loop popping sub-jaxprs from a list or deque, no recursion"),
+    Strategy("recursive walk", lambda f: "recursion" in _walk(f), "a function that calls itself on each sub-jaxpr"),
+    Strategy("generator of equations", lambda f: "recursive generator" in _walk(f),
+             "a recursive generator yields every equation; the counting is done over it"),
+    Strategy("fixed-depth loops (no recursion)", lambda f: not (_walk(f) & CORE_PYTHON),
+             "for loops over equations a fixed number of levels deep"),
+)
+
 SPEC = ExerciseSpec(
     "reading-a-jaxpr",
     (Measurement("count_primitives (nested)", _count_primitives_calls(
@@ -46,5 +65,6 @@ SPEC = ExerciseSpec(
          _FLAT_SOURCE, "fixed_flat", [[[5], "float32"]]), False),
      Measurement("answers", _answers_calls, False)),
     source_functions=("count_primitives",),
-    note="count_primitives by its normalised source (a walker has no jaxpr of its own); "
-         "its counts on two fixed jaxprs and answers() for the side-by-side view")
+    note="count_primitives by its normalised source and the shape of its syntax tree (a walker has no jaxpr "
+         "of its own); its counts on two fixed jaxprs and answers() for the side-by-side view",
+    strategies=STRATEGIES)
