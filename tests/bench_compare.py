@@ -116,7 +116,8 @@ def main() -> None:
             "cold_s": round(cold_s, 2), "warm_s": round(warm_s, 2),
             "cold_measured": cold["stats"]["measured_now"], "warm_measured": warm["stats"]["measured_now"],
             "warm_from_cache": warm["stats"]["fingerprints_from_cache"],
-            "approach_groups": len(cold["approach_groups"]), "outcome_groups": len(cold["outcome_groups"]),
+            "strategies": len(cold["strategies"]), "variants": len(cold["variants"]),
+            "outcome_groups": len(cold["outcome_groups"]),
             "targets": {"cold_s": TARGET_COLD_S, "warm_s": TARGET_WARM_S},
             "ok": cold_s < TARGET_COLD_S and warm_s < TARGET_WARM_S,
         }

@@ -65,7 +65,7 @@ def _variant(klass: ClassRun, n: int, label: str) -> build.Variant:
 def test_same_approach_same_group_different_approaches_different_groups(klass, n):
     families: dict[str, set[int]] = {}
     for label, row in _by_label(klass.reports[n]).items():
-        families.setdefault(_variant(klass, n, label).family, set()).add(row["approach_group"])
+        families.setdefault(_variant(klass, n, label).family, set()).add(row["variant"])
     assert all(len(groups) == 1 for groups in families.values()), families  # one family, one group
     groups = [next(iter(g)) for g in families.values()]
     assert len(groups) == len(set(groups)), families  # different families, different groups
@@ -75,7 +75,7 @@ def test_same_approach_same_group_different_approaches_different_groups(klass, n
 @pytest.mark.parametrize("n", NUMBERS)
 def test_the_reference_approach_is_marked(klass, n):
     report = klass.reports[n]
-    marked = [g for g in report["approach_groups"] if g["is_reference"]]
+    marked = [g for g in report["variants"] if g["is_reference"]]
     assert len(marked) == 1
     reference_forks = {f for f, t in klass.layout.assignment.items() if t[n].family == "reference"}
     assert set(marked[0]["members"]) == reference_forks
@@ -188,7 +188,7 @@ def test_outcome_groups_match_the_gradebook(klass, tmp_path):
     assert got == partition
     assert all(s.outcome_origin == "gradebook" and s.root is not None for s in analysis.solutions)
     assert analysis.stats["graded_now"] == 0 and analysis.stats["measured_now"] == 0
-    assert {s["approach_group"] for s in report["submissions"]} == {s["approach_group"] for s in
+    assert {s["variant"] for s in report["submissions"]} == {s["variant"] for s in
                                                                    klass.reports[3]["submissions"]}
 
 
@@ -237,7 +237,7 @@ def test_rerun_measures_only_new_forks(klass, tmp_path):
     report = model.class_report(more)
     row = _by_label(report)["late-fork"]
     original = _by_label(report)[build.forks_with(klass.layout, 5, "idiom-blend")[0]]
-    assert row["approach_group"] == original["approach_group"] and row["score"] == original["score"]
+    assert row["variant"] == original["variant"] and row["score"] == original["score"]
     with sqlite3.connect(klass.gradebook) as db:
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"compare_fingerprints", "compare_outcomes", "gradings"} <= tables
@@ -278,10 +278,10 @@ def test_html_is_one_self_contained_file(klass, tmp_path):
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page)
     assert "<link" not in page and "<script src" not in page and "@import" not in page
     assert page.count('class="plot"') >= 3
-    assert 'id="outcome-table"' in page and 'id="approach-table"' in page
+    assert 'id="outcome-table"' in page and 'id="variant-table"' in page and 'id="strategy-table"' in page
     assert 'class="hl"' in page  # pygments
-    assert page.count("data-diff=") >= len(klass.reports[3]["approach_groups"])
-    assert "Groups by approach" in out.output  # the terminal summary is printed too
+    assert page.count("data-diff=") >= len(klass.reports[3]["variants"])
+    assert "Strategies" in out.output  # the terminal summary is printed too
 
 
 def test_pair_view_compares_measured_facts(klass):
@@ -313,14 +313,14 @@ def test_exercise_without_spec_falls_back_to_source(klass, monkeypatch):
     assert analysis.stats["measured_now"] == 0 and analysis.stats["graded_now"] == 0
     report = model.class_report(analysis)
     assert any("no fingerprint spec" in note and "normalised source only" in note for note in report["notes"])
-    assert all(g["key"].startswith("source:") for g in report["approach_groups"])
+    assert all(g["key"].startswith("source:") for g in report["variants"])
     rows = _by_label(report)
     for v in build.variants(6):
         if v.kind == "renamed":
             copies = build.forks_with(klass.layout, 6, v.name) + build.forks_with(klass.layout, 6, v.of)
-            assert len({rows[f]["approach_group"] for f in copies}) == 1
-    stub_group = {rows[f]["approach_group"] for f in build.forks_with(klass.layout, 6, "stub")}
-    assert [report["approach_groups"][g]["label"] for g in stub_group] == ["unchanged stub"]
+            assert len({rows[f]["variant"] for f in copies}) == 1
+    stub_group = {rows[f]["variant"] for f in build.forks_with(klass.layout, 6, "stub")}
+    assert [report["variants"][g]["label"] for g in stub_group] == ["unchanged stub"]
 
 
 @pytest.mark.parametrize("args, message", [

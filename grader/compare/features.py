@@ -39,6 +39,8 @@ import dataclasses
 from collections import Counter
 from typing import Any
 
+import numpy as np
+
 from grader.compare.fingerprint import measurement_state
 
 LOOPS = ("scan", "while")
@@ -384,63 +386,119 @@ WEIGHTS = {"state": 2.0, "forms": 3.0, "constructs": 2.0, "grows": 2.0, "familie
            "order": 1.0, "compiles": 1.0, "python_core": 3.0, "python_detail": 0.5, "python_nodes": 0.5}
 
 
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    if not a and not b:
-        return 0.0
-    return 1.0 - len(a & b) / len(a | b)
+def _jaccard(sets: list[frozenset[str]]) -> np.ndarray:
+    """1 - |A & B| / |A | B| for every pair (0 when both are empty)."""
+    vocab: dict[str, int] = {}
+    for x in sets:
+        for t in x:
+            vocab.setdefault(t, len(vocab))
+    n = len(sets)
+    if not vocab:
+        return np.zeros((n, n))
+    m = np.zeros((n, len(vocab)), dtype=np.float32)
+    for i, x in enumerate(sets):
+        m[i, [vocab[t] for t in x]] = 1.0
+    inter = m @ m.T
+    size = m.sum(axis=1)
+    union = size[:, None] + size[None, :] - inter
+    return np.where(union > 0, 1.0 - inter / np.maximum(union, 1.0), 0.0)
 
 
-def _l1(a: tuple[tuple[str, float], ...], b: tuple[tuple[str, float], ...]) -> float:
-    da, db = dict(a), dict(b)
-    return 0.5 * sum(abs(da.get(k, 0.0) - db.get(k, 0.0)) for k in set(da) | set(db))
+def _vectors(rows: list[tuple[tuple[str, float], ...]]) -> tuple[np.ndarray, np.ndarray]:
+    """Keyed values as a matrix, and which keys each row has."""
+    keys: dict[str, int] = {}
+    for r in rows:
+        for k, _ in r:
+            keys.setdefault(k, len(keys))
+    values = np.zeros((len(rows), max(1, len(keys))))
+    present = np.zeros_like(values, dtype=bool)
+    for i, r in enumerate(rows):
+        for k, v in r:
+            values[i, keys[k]] = v
+            present[i, keys[k]] = True
+    return values, present
 
 
-def _shift(a: tuple[tuple[str, float], ...], b: tuple[tuple[str, float], ...]) -> float:
+def _l1(rows: list[tuple[tuple[str, float], ...]]) -> np.ndarray:
+    """Half the L1 distance of two shares (0: the same mix, 1: nothing in common)."""
+    v, _ = _vectors(rows)
+    return 0.5 * np.abs(v[:, None, :] - v[None, :, :]).sum(axis=-1)
+
+
+def _shift(rows: list[tuple[tuple[str, float], ...]]) -> np.ndarray:
     """How far each family's work moved (a family on one side only: 1), averaged."""
-    da, db = dict(a), dict(b)
-    keys = set(da) | set(db)
-    if not keys:
-        return 0.0
-    return sum(abs(da[k] - db[k]) if k in da and k in db else 1.0 for k in keys) / len(keys)
+    v, p = _vectors(rows)
+    both = p[:, None, :] & p[None, :, :]
+    either = p[:, None, :] | p[None, :, :]
+    moved = np.where(both, np.abs(v[:, None, :] - v[None, :, :]), 0.0) + (either & ~both)
+    count = either.sum(axis=-1)
+    return np.where(count > 0, moved.sum(axis=-1) / np.maximum(count, 1), 0.0)
 
 
-def _part_distance(a: Part, b: Part) -> tuple[float, float]:
-    """(weighted distance, total weight) of two measurements of the same function."""
-    if a.state != "ok" or b.state != "ok":
-        if not a.forms or not b.forms:  # nothing measured on one side: only the state compares
-            return (0.0 if a.state == b.state else WEIGHTS["state"]), WEIGHTS["state"]
-    terms = [("forms", _jaccard(a.forms, b.forms)), ("constructs", _jaccard(a.constructs, b.constructs)),
-             ("families", _l1(a.families, b.families)), ("ngrams", _jaccard(a.ngrams, b.ngrams)),
-             ("order", _shift(a.order, b.order)), ("state", 0.0 if a.state == b.state else 1.0)]
-    if a.grows is not None and b.grows is not None:
-        terms.append(("grows", 0.0 if a.grows == b.grows else 1.0))
-    if a.compiles is not None and b.compiles is not None:
-        terms.append(("compiles", 0.0 if a.compiles == b.compiles else 1.0))
-    return sum(WEIGHTS[k] * v for k, v in terms), sum(WEIGHTS[k] for k, _ in terms)
+def _same(values: list[Any]) -> np.ndarray:
+    codes = {v: k for k, v in enumerate(dict.fromkeys(values))}
+    c = np.asarray([codes[v] for v in values])
+    return c[:, None] == c[None, :]
 
 
-def _python_distance(a: PythonPart, b: PythonPart) -> tuple[float, float]:
-    if a.state != "ok" or b.state != "ok":
-        return (0.0 if a.state == b.state else WEIGHTS["state"]), WEIGHTS["state"]
-    core_a, core_b = a.tokens & CORE_PYTHON, b.tokens & CORE_PYTHON
-    terms = [("python_core", _jaccard(core_a, core_b)), ("python_detail", _jaccard(a.tokens - core_a, b.tokens - core_b)),
-             ("python_nodes", _l1(a.nodes, b.nodes))]
-    return sum(WEIGHTS[k] * v for k, v in terms), sum(WEIGHTS[k] for k, _ in terms)
+def _part_distances(parts: list[Part]) -> np.ndarray:
+    """Every pairwise distance between measurements of one function (0..1)."""
+    state_differs = (~_same([p.state for p in parts])).astype(float)
+    total = (WEIGHTS["forms"] * _jaccard([p.forms for p in parts])
+             + WEIGHTS["constructs"] * _jaccard([p.constructs for p in parts])
+             + WEIGHTS["families"] * _l1([p.families for p in parts])
+             + WEIGHTS["ngrams"] * _jaccard([p.ngrams for p in parts])
+             + WEIGHTS["order"] * _shift([p.order for p in parts])
+             + WEIGHTS["state"] * state_differs)
+    weight = np.full(total.shape, sum(WEIGHTS[k] for k in ("forms", "constructs", "families", "ngrams", "order",
+                                                            "state")))
+    for key, values in (("grows", [p.grows for p in parts]), ("compiles", [p.compiles for p in parts])):
+        known = np.asarray([v is not None for v in values])
+        both = known[:, None] & known[None, :]
+        total += np.where(both, WEIGHTS[key] * (~_same(values)), 0.0)
+        weight += np.where(both, WEIGHTS[key], 0.0)
+    d = total / weight
+    # nothing measured on one side (a stub, a crash): only the state compares
+    bare = np.asarray([p.state != "ok" and not p.forms for p in parts])
+    return np.where(bare[:, None] | bare[None, :], state_differs, d)
 
 
-def distance(a: Features, b: Features) -> float:
-    """0 when two solutions are built the same way, up to 1 when they share nothing.
+def _python_distances(parts: list[PythonPart]) -> np.ndarray:
+    state_differs = (~_same([p.state for p in parts])).astype(float)
+    core = [p.tokens & CORE_PYTHON for p in parts]
+    detail = [p.tokens - CORE_PYTHON for p in parts]
+    total = (WEIGHTS["python_core"] * _jaccard(core) + WEIGHTS["python_detail"] * _jaccard(detail)
+             + WEIGHTS["python_nodes"] * _l1([p.nodes for p in parts]))
+    d = total / (WEIGHTS["python_core"] + WEIGHTS["python_detail"] + WEIGHTS["python_nodes"])
+    bare = np.asarray([p.state != "ok" for p in parts])
+    return np.where(bare[:, None] | bare[None, :], state_differs, d)
+
+
+def distance_matrix(items: list[Features]) -> np.ndarray:
+    """Every pairwise distance: 0 when two solutions are built the same way, up to 1 when
+    they share nothing.
 
     Each measured function (and each pure-Python one) is compared on its own; the
     largest difference counts, since solutions that take another approach to any one
-    function take another approach to the exercise."""
-    worst = 0.0
-    pairs = [_part_distance(pa, pb) for (_, pa), (_, pb) in zip(a.parts, b.parts)]
-    pairs += [_python_distance(pa, pb) for (_, pa), (_, pb) in zip(a.python, b.python)]
-    for d, w in pairs:
-        if w:
-            worst = max(worst, d / w)
+    function take another approach to the exercise.  Computed a feature at a time over
+    the whole class (matrix products), so hundreds of solutions cost moments."""
+    n = len(items)
+    worst = np.zeros((n, n))
+    if n < 2:
+        return worst
+    for k in range(max((len(f.parts) for f in items), default=0)):
+        worst = np.maximum(worst, _part_distances([f.parts[k][1] if k < len(f.parts) else Part("missing")
+                                                   for f in items]))
+    for k in range(max((len(f.python) for f in items), default=0)):
+        worst = np.maximum(worst, _python_distances([f.python[k][1] if k < len(f.python) else PythonPart("missing")
+                                                     for f in items]))
+    np.fill_diagonal(worst, 0.0)
     return worst
+
+
+def distance(a: Features, b: Features) -> float:
+    """The distance of two solutions (``distance_matrix`` of the pair)."""
+    return float(distance_matrix([a, b])[0, 1])
 
 
 # --- words ----------------------------------------------------------------------------------------
@@ -462,10 +520,8 @@ def tokens(feats: Features, *, prefix_parts: bool = False) -> list[str]:
             out.append(f"{pre}{_form_words(f)}")
         for f in sorted(p.forward, key=lambda x: (-len(x), x)):
             out.append(f"{pre}{_form_words(f)} (forward mode)")
-        if not p.autodiff:
-            out.append(f"{pre}no autodiff")
-            if any("vmap" in f.split("·") for f in p.forms):
-                out.append(f"{pre}vmap")
+        if not p.autodiff and any("vmap" in f.split("·") for f in p.forms):
+            out.append(f"{pre}vmap, no autodiff")
         for c in sorted(p.constructs):
             out.append(f"{pre}{'loop as long as the size' if c == 'scan~size' else c}")
         if p.grows:

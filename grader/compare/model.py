@@ -4,6 +4,11 @@
 functions of an ``Analysis``.  ``FORMAT_VERSION`` is bumped whenever a field changes
 meaning or disappears (new fields may be added without a bump).
 
+Format 2: solutions are grouped by approach at two levels, ``strategies`` (what an
+instructor calls the approach, ``grader.compare.strategy``) each holding ``variants`` (the
+exact fingerprint, format 1's ``approach_groups``); a submission row names its
+``strategy`` and ``variant`` (format 1's ``approach_group``).
+
 Audience: instructors.  Learners appear only by the label the gradebook gives them.
 Hidden checks' private text (what they measured) appears only when the analysis was
 made with ``instructor=True`` (``--instructor``); learner-facing messages always.
@@ -12,6 +17,7 @@ Wording about similar files never accuses: "near-identical, worth a look".
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import statistics
 from collections import Counter
@@ -20,12 +26,13 @@ from typing import Any
 import numpy as np
 
 from grader import __version__
-from grader.compare import diffs, grouping
+from grader.compare import diffs, grouping, strategy
+from grader.compare.features import tokens as feature_tokens
 from grader.compare.fingerprint import describe_measurement, measurement_state
 from grader.compare.run import Analysis, jax_version
 from grader.compare.source_norm import similarity
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 NEAR_IDENTICAL_WORDING = "near-identical, worth a look"
 MAX_PAIRS = 500
 
@@ -53,16 +60,32 @@ def _header(a: Analysis, kind: str) -> dict[str, Any]:
 # --- measurements ---------------------------------------------------------------------------
 
 def _measurement_summary(fp: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """What each measurement found, in a few fields; facts come from the learner's sandbox,
+    so one of the wrong shape is reported as unreadable, never a crash."""
     out = {}
     for entry in (fp or {}).get("measurements", []):
-        facts = entry.get("facts", {})
-        out[entry["name"]] = {
-            "state": measurement_state(entry), "summary": describe_measurement(entry),
-            "compiles": facts.get("compiles"), "eqns": facts.get("eqns"), "flops": facts.get("flops"),
-            "bytes_accessed": facts.get("bytes_accessed"), "seconds": facts.get("seconds"),
-            "primitives": facts.get("primitives"),
-        }
+        try:
+            facts = entry.get("facts", {})
+            out[str(entry["name"])] = {
+                "state": measurement_state(entry), "summary": describe_measurement(entry),
+                "compiles": _int(facts.get("compiles")), "eqns": _int(facts.get("eqns")),
+                "flops": _float(facts.get("flops")), "bytes_accessed": _float(facts.get("bytes_accessed")),
+                "seconds": _float(facts.get("seconds")),
+                "primitives": facts.get("primitives") if isinstance(facts.get("primitives"), dict) else None,
+            }
+        except Exception:  # noqa: BLE001 - facts of the wrong shape
+            out[str(entry.get("name", "?")) if isinstance(entry, dict) else "?"] = {
+                "state": "unreadable", "summary": "the measured facts could not be read", "compiles": None,
+                "eqns": None, "flops": None, "bytes_accessed": None, "seconds": None, "primitives": None}
     return out
+
+
+def _int(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def _float(value: Any) -> float | None:
+    return value if type(value) is float else None
 
 
 def _spread(values: list[float]) -> dict[str, float] | None:
@@ -136,28 +159,86 @@ def _outcome_groups(a: Analysis, groups: list[grouping.OutcomeGroup]) -> list[di
     return out
 
 
-def _approach_groups(a: Analysis, groups: list[grouping.ApproachGroup],
-                     outcome_of: dict[int, int]) -> list[dict[str, Any]]:
+def _scores(a: Analysis, members: tuple[int, ...]) -> dict[str, int]:
+    return dict(Counter(str(a.results[i].score) for i in members if a.results[i] is not None))
+
+
+def _score_spread(a: Analysis, members: tuple[int, ...]) -> dict[str, Any] | None:
+    graded = [a.results[i] for i in members if a.results[i] is not None and not a.results[i].error]
+    return _spread([float(r.score) for r in graded]) if graded else None
+
+
+def _variants(a: Analysis, groups: list[grouping.ApproachGroup], outcome_of: dict[int, int], strategy_id: int,
+              first_id: int, largest: grouping.ApproachGroup | None) -> list[dict[str, Any]]:
     out = []
-    largest = groups[0] if groups else None
-    for gid, g in enumerate(groups):
+    for k, g in enumerate(groups):
         rep = g.representative
         code = a.codes[rep]
         ref_diff = diffs.unified(a.reference.code, code, "reference solution", a.solutions[rep].label)
         big_diff = None
         if largest is not None and g is not largest:
             big_rep = largest.representative
-            big_diff = diffs.unified(a.codes[big_rep], code, f"{a.solutions[big_rep].label} (largest group)",
+            big_diff = diffs.unified(a.codes[big_rep], code, f"{a.solutions[big_rep].label} (largest variant)",
                                      a.solutions[rep].label)
         out.append({
-            "id": gid, "size": len(g.members), "key": g.key, "label": g.label, "is_reference": g.is_reference,
-            "members": [a.solutions[i].label for i in g.members], "representative": a.solutions[rep].label,
-            "representative_code": code, "facts": _measurement_summary(a.fingerprints[rep]),
-            "outcomes": dict(Counter(str(outcome_of[i]) for i in g.members)),
-            "scores": dict(Counter(str(a.results[i].score) for i in g.members if a.results[i] is not None)),
+            "id": first_id + k, "strategy": strategy_id, "size": len(g.members), "key": g.key, "label": g.label,
+            "is_reference": g.is_reference, "members": [a.solutions[i].label for i in g.members],
+            "representative": a.solutions[rep].label, "representative_code": code,
+            "facts": _measurement_summary(a.fingerprints[rep]),
+            "outcomes": dict(Counter(str(outcome_of[i]) for i in g.members)), "scores": _scores(a, g.members),
             "diff_vs_reference": ref_diff, "diff_vs_largest": big_diff,
         })
     return out
+
+
+def strategy_groups(a: Analysis) -> tuple[list[strategy.StrategyGroup], str | None]:
+    """The class's strategies (the reference solution placed among them, then left out),
+    and the name of the reference's strategy."""
+    named = a.spec.strategies if a.spec is not None else ()
+    feats = list(a.features)
+    why = list(a.unmeasured)
+    if a.spec is None:  # nothing measured: a strategy is a normalised source, as the variants are
+        feats, why = [None] * len(a.keys), [a.labels.get(k, k) for k in a.keys]
+    ref = a.reference.features if a.spec is not None else None
+    groups = strategy.group(feats + [ref], why + ["the reference solution"], named)
+    n = len(a.solutions)
+    ref_name = next((g.name for g in groups if n in g.members), None) if ref is not None and ref.measured else None
+    out = []
+    for g in groups:
+        members = tuple(i for i in g.members if i < n)
+        if not members:
+            continue
+        rep = g.representative if g.representative < n else members[0]
+        out.append(dataclasses.replace(g, members=members, representative=rep))
+    return out, ref_name
+
+
+def _strategies(a: Analysis, outcome_of: dict[int, int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    groups, ref_name = strategy_groups(a)
+    ref_words = set(feature_tokens(a.reference.features, prefix_parts=True)) if a.reference.features else set()
+    strategies, variants = [], []
+    for sid, g in enumerate(groups):
+        inner = grouping.approach_groups([a.keys[i] for i in g.members], a.labels,
+                                         [a.source_fps[i] for i in g.members], a.reference.key or None)
+        inner = [dataclasses.replace(v, members=tuple(g.members[m] for m in v.members),
+                                     representative=g.members[v.representative]) for v in inner]
+        found = _variants(a, inner, outcome_of, sid, len(variants), inner[0] if inner else None)
+        variants += found
+        rep = g.representative
+        words = list(g.tokens)
+        strategies.append({
+            "id": sid, "name": g.name, "named": g.named, "how": g.how, "measured": g.measured,
+            "size": len(g.members), "members": [a.solutions[i].label for i in g.members],
+            "is_reference": g.name == ref_name, "representative": a.solutions[rep].label,
+            "representative_code": a.codes[rep], "features": words,
+            "vs_reference": {"adds": [w for w in words if w not in ref_words],
+                             "lacks": sorted(ref_words - set(words))} if ref_words and g.measured else None,
+            "diff_vs_reference": diffs.unified(a.reference.code, a.codes[rep], "reference solution",
+                                               a.solutions[rep].label),
+            "scores": _scores(a, g.members), "score_spread": _score_spread(a, g.members),
+            "variants": [v["id"] for v in found],
+        })
+    return strategies, variants
 
 
 def _near_identical(a: Analysis) -> dict[str, Any]:
@@ -178,14 +259,16 @@ def _near_identical(a: Analysis) -> dict[str, Any]:
     }
 
 
-def _submission_rows(a: Analysis, outcome_of: dict[int, int], approach_of: dict[int, int]) -> list[dict[str, Any]]:
+def _submission_rows(a: Analysis, outcome_of: dict[int, int], strategy_of: dict[int, int],
+                     variant_of: dict[int, int]) -> list[dict[str, Any]]:
     ref_digest = a.reference.source_fp.digest
     rows = []
     for i, s in enumerate(a.solutions):
         r = s.result
         rows.append({
             "label": s.label, "score": r.score if r else None, "max_score": r.max_score if r else None,
-            "error": r.error if r else "", "outcome_group": outcome_of[i], "approach_group": approach_of[i],
+            "error": r.error if r else "", "outcome_group": outcome_of[i], "strategy": strategy_of[i],
+            "variant": variant_of[i],
             "outcome_origin": s.outcome_origin, "note": s.note,
             "checks": {c.name: c.status for c in r.checks} if r else {},
             "matches_reference": bool(ref_digest) and a.source_fps[i].digest == ref_digest,
@@ -197,18 +280,24 @@ def _submission_rows(a: Analysis, outcome_of: dict[int, int], approach_of: dict[
 def class_report(a: Analysis) -> dict[str, Any]:
     """The whole class's view of the exercise (``--json``)."""
     outcome = grouping.outcome_groups(a.results, instructor=a.instructor)
-    approach = grouping.approach_groups(a.keys, a.labels, a.source_fps, a.reference.key or None)
     outcome_of = {i: gid for gid, g in enumerate(outcome) for i in g.members}
-    approach_of = {i: gid for gid, g in enumerate(approach) for i in g.members}
+    strategies, variants = _strategies(a, outcome_of)
+    label_index = {s.label: i for i, s in enumerate(a.solutions)}
+    strategy_of = {label_index[m]: st["id"] for st in strategies for m in st["members"]}
+    variant_of = {label_index[m]: v["id"] for v in variants for m in v["members"]}
+    ref_strategy = next((st["name"] for st in strategies if st["is_reference"]), None)
     report = _header(a, "class")
     report.update({
-        "reference": {"approach_key": a.reference.key, "facts": _measurement_summary(a.reference.fingerprint),
-                      "code": a.reference.code},
+        "reference": {"approach_key": a.reference.key, "strategy": ref_strategy,
+                      "features": feature_tokens(a.reference.features, prefix_parts=True)
+                      if a.reference.features else [],
+                      "facts": _measurement_summary(a.reference.fingerprint), "code": a.reference.code},
         "class": _class_view(a),
         "outcome_groups": _outcome_groups(a, outcome),
-        "approach_groups": _approach_groups(a, approach, outcome_of),
+        "strategies": strategies,
+        "variants": variants,
         "near_identical": _near_identical(a),
-        "submissions": _submission_rows(a, outcome_of, approach_of),
+        "submissions": _submission_rows(a, outcome_of, strategy_of, variant_of),
     })
     return report
 
@@ -239,11 +328,11 @@ def outputs_agree(x: Any, y: Any, rtol: float = 1e-4, atol: float = 1e-5) -> boo
     return x == y
 
 
-def _side(a: Analysis, i: int) -> dict[str, Any]:
+def _side(a: Analysis, i: int, strategy_name: str | None) -> dict[str, Any]:
     s, r = a.solutions[i], a.solutions[i].result
     return {"label": s.label, "score": r.score if r else None, "max_score": r.max_score if r else None,
-            "error": r.error if r else "", "note": s.note, "code": a.codes[i], "approach_key": a.keys[i],
-            "approach": a.labels.get(a.keys[i], ""),
+            "error": r.error if r else "", "note": s.note, "code": a.codes[i], "strategy": strategy_name,
+            "approach_key": a.keys[i], "approach": a.labels.get(a.keys[i], ""),
             "outcome": [{"check": c, "status": st} for c, st in grouping.outcome_vector(r)]}
 
 
@@ -277,9 +366,12 @@ def pair_report(a: Analysis, i: int, j: int) -> dict[str, Any]:
     checks = [{"check": c.name, "a": next((x.status for x in ra.checks if x.name == c.name), None) if ra else None,
                "b": next((x.status for x in rb.checks if x.name == c.name), None) if rb else None}
               for c in a.exercise.checks]
+    groups, _ = strategy_groups(a)
+    name_of = {m: g.name for g in groups for m in g.members}
     report = _header(a, "pair")
     report.update({
-        "a": _side(a, i), "b": _side(a, j),
+        "a": _side(a, i, name_of.get(i)), "b": _side(a, j, name_of.get(j)),
+        "same_strategy": name_of.get(i) is not None and name_of.get(i) == name_of.get(j),
         "same_approach": a.keys[i] == a.keys[j],
         "source_similarity": round(similarity(a.source_fps[i], a.source_fps[j]), 3),
         "near_identical": similarity(a.source_fps[i], a.source_fps[j]) >= grouping.NEAR_IDENTICAL

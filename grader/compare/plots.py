@@ -72,16 +72,16 @@ def pass_rates(rows: list[dict[str, Any]]) -> str:
     return _svg(fig, "pass-rates")
 
 
-def group_sizes(outcome: list[int], approach: list[int]) -> str:
-    """Two bar charts side by side: the sizes of the outcome groups and the approach groups."""
-    fig = _figure(6.4, 2.4)
-    for k, (sizes, title, color) in enumerate(((outcome, "outcome groups", ACCENT),
-                                               (approach, "approach groups", NEUTRAL))):
-        ax = fig.add_subplot(1, 2, k + 1)
+def group_sizes(outcome: list[int], strategies: list[int], variants: list[int]) -> str:
+    """Three bar charts side by side: the sizes of the outcome groups, the strategies and the variants."""
+    fig = _figure(7.2, 2.4)
+    panels = ((outcome, "outcome groups", ACCENT), (strategies, "strategies", PASS), (variants, "variants", NEUTRAL))
+    for k, (sizes, title, color) in enumerate(panels):
+        ax = fig.add_subplot(1, 3, k + 1)
         ax.bar([f"#{i}" for i in range(len(sizes))], sizes, color=color)
         ax.set_title(title, fontsize=9)
         ax.set_ylabel("submissions", fontsize=8)
-        if len(sizes) > 12:
+        if len(sizes) > 10:
             ax.set_xticks([])
         _style(ax)
     fig.tight_layout()

@@ -10,52 +10,10 @@ unless the report was made with ``--instructor``).
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 from grader.compare import plots
-
-CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
-
-_CSS = """
-:root { --fg:#1d2330; --muted:#5b6475; --line:#d8dde6; --bg:#fff; --soft:#f4f6fa; --pass:#2e7d32; --fail:#c62828;
-        --warn:#b26a00; --accent:#1565c0; }
-* { box-sizing:border-box; }
-body { font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif; color:var(--fg); background:var(--bg);
-       margin:0 auto; max-width:1180px; padding:24px; }
-h1 { font-size:22px; margin:0 0 4px; } h2 { font-size:18px; margin:28px 0 8px; border-bottom:1px solid var(--line);
-     padding-bottom:4px; } h3 { font-size:15px; margin:16px 0 6px; }
-.meta, .muted { color:var(--muted); } .notes li { margin:2px 0; }
-nav a { margin-right:14px; color:var(--accent); text-decoration:none; }
-table { border-collapse:collapse; width:100%; margin:8px 0 16px; }
-th, td { border-bottom:1px solid var(--line); padding:5px 8px; text-align:left; vertical-align:top; }
-th { background:var(--soft); font-weight:600; }
-td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
-.st { display:inline-block; min-width:14px; height:14px; border-radius:3px; margin-right:2px; vertical-align:middle; }
-.st.passed { background:var(--pass); } .st.failed, .st.error { background:var(--fail); }
-.st.not_run { background:#9e9e9e; } .st.blocked { background:#f9a825; } .st.integrity { background:#6a1b9a; }
-.st.other { background:var(--warn); }
-.tag { display:inline-block; padding:0 6px; border-radius:8px; font-size:12px; background:var(--soft);
-       border:1px solid var(--line); margin:1px 2px; }
-.tag.ref { background:#e3f2fd; border-color:#90caf9; } .tag.look { background:#fff8e1; border-color:#ffe082; }
-.plots { display:grid; grid-template-columns:repeat(auto-fit, minmax(440px, 1fr)); gap:16px; align-items:start; }
-figure { margin:0; padding:8px; border:1px solid var(--line); border-radius:6px; background:#fff; }
-figure svg { display:block; max-width:100%; height:auto; } figcaption { font-size:12px; color:var(--muted); }
-button { font:inherit; font-size:12px; padding:2px 8px; border:1px solid var(--accent); color:var(--accent);
-         background:#fff; border-radius:4px; cursor:pointer; margin:1px; }
-button:hover { background:#e3f2fd; }
-details summary { cursor:pointer; color:var(--accent); }
-dialog { width:min(1100px,95vw); max-height:90vh; border:1px solid var(--line); border-radius:8px; padding:0; }
-dialog::backdrop { background:rgba(20,24,33,.45); }
-dialog header { display:flex; justify-content:space-between; align-items:center; padding:8px 14px;
-                background:var(--soft); border-bottom:1px solid var(--line); position:sticky; top:0; }
-dialog .body { padding:8px 14px; overflow:auto; max-height:calc(90vh - 52px); }
-.hl pre { margin:0; font-size:12.5px; line-height:1.4; white-space:pre; }
-.side { display:grid; grid-template-columns:1fr 1fr; gap:12px; } .side > div { min-width:0; overflow:auto; }
-.ok { color:var(--pass); font-weight:600; } .bad { color:var(--fail); font-weight:600; }
-input[type=search] { font:inherit; padding:4px 8px; width:280px; border:1px solid var(--line); border-radius:4px; }
-footer { margin-top:32px; font-size:12px; color:var(--muted); }
-"""
+from grader.compare.html_page import CSP, CSS, escape as _e, page_head
 
 _JS = """
 (function () {
@@ -85,10 +43,6 @@ _JS = """
   }
 })();
 """
-
-
-def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
 
 
 class _Page:
@@ -123,7 +77,7 @@ class _Page:
         return f'<button type="button" data-diff="{tid}" data-title="{_e(title)}">{_e(caption)}</button>'
 
     def css(self) -> str:
-        return _CSS + self.formatter.get_style_defs(".hl")
+        return CSS + self.formatter.get_style_defs(".hl")
 
 
 def _status(status: str) -> str:
@@ -132,10 +86,7 @@ def _status(status: str) -> str:
 
 
 def _document(title: str, page: _Page, body: str) -> str:
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{_e(title)}</title><style>{page.css()}</style></head><body>{body}"
+    return (page_head(title, page.css()) + f"<body>{body}"
             '<dialog id="diff-view"><header><h2>diff</h2><button type="button" id="diff-close">close</button>'
             '</header><div class="body"></div></dialog>'
             + "".join(page.templates) + f"<script>{_JS}</script></body></html>\n")
@@ -165,8 +116,8 @@ def _class_view(r: dict[str, Any]) -> str:
     figs = [
         _figure(plots.score_distribution(c["score_distribution"], c["max_score"]), "score distribution", "fig-scores"),
         _figure(plots.pass_rates(c["pass_rate"]), "pass rate per check", "fig-pass"),
-        _figure(plots.group_sizes([g["size"] for g in r["outcome_groups"]], [g["size"] for g in r["approach_groups"]]),
-                "groups by size", "fig-groups"),
+        _figure(plots.group_sizes([g["size"] for g in r["outcome_groups"]], [s["size"] for s in r["strategies"]],
+                                  [v["size"] for v in r["variants"]]), "groups by size", "fig-groups"),
         _figure(plots.spread(c["measurements"]), "compile count and run-time spread", "fig-spread"),
     ]
     rows = "".join(
@@ -253,29 +204,90 @@ def _facts_text(facts: dict[str, Any]) -> str:
     return "<br>".join(_e(p) for p in parts) or '<span class="muted">source only</span>'
 
 
-def _approach_groups(r: dict[str, Any], page: _Page) -> str:
+def _feature_list(words: list[str], cls: str = "") -> str:
+    return " ".join(f'<span class="tag{" " + cls if cls else ""}">{_e(w)}</span>' for w in words)
+
+
+def _vs_reference(s: dict[str, Any]) -> str:
+    if s["is_reference"]:
+        return '<span class="tag ref">the reference solution\'s strategy</span>'
+    diff = s.get("vs_reference")
+    if not diff:
+        return '<span class="muted">-</span>'
+    adds = _feature_list(diff["adds"], "add")
+    lacks = _feature_list(diff["lacks"], "lack")
+    return ((f"<div>adds: {adds}</div>" if adds else "") + (f"<div>lacks: {lacks}</div>" if lacks else "")) \
+        or '<span class="muted">the same features</span>'
+
+
+def _spread_cell(spread: dict[str, Any] | None, max_score: int) -> str:
+    if not spread:
+        return '<span class="muted">not graded</span>'
+    return _e(f"{spread['min']:g} / {spread['median']:g} / {spread['max']:g} of {max_score}")
+
+
+def _strategies(r: dict[str, Any], page: _Page) -> str:
     rows = []
-    for g in r["approach_groups"]:
-        ref = ' <span class="tag ref">reference approach</span>' if g["is_reference"] else ""
-        scores = ", ".join(f"{k}: {v}" for k, v in sorted(g["scores"].items(), key=lambda kv: -int(kv[0])))
+    max_score = r["exercise"]["max_score"]
+    for s in r["strategies"]:
+        kind = ('<span class="tag">named by the spec</span>' if s["named"] else
+                '<span class="tag">clustered by structure</span>' if s["measured"] else
+                '<span class="tag">not measured</span>')
+        buttons = [page.code_button(s["representative_code"], "code", f"strategy #{s['id']}: {s['representative']}"),
+                   page.diff_button(s["diff_vs_reference"], "diff vs reference",
+                                    f"strategy #{s['id']} ({s['representative']}) against the reference solution")]
+        variants = " ".join(f'<a href="#variant-{v}">v{v}</a>' for v in s["variants"])
+        rows.append(f'<tr id="strategy-{s["id"]}"><td class=num>#{s["id"]}</td><td class=num>{s["size"]}</td>'
+                    f"<td><b>{_e(s['name'])}</b> {kind}<div class=muted>{_e(s['how'])}</div>"
+                    f"<div>{_feature_list(s['features'])}</div></td>"
+                    f"<td>{_spread_cell(s['score_spread'], max_score)}<div class=muted>"
+                    f"{_e(_score_pairs(s['scores']))}</div></td><td>{_vs_reference(s)}</td>"
+                    f"<td>{_e(s['representative'])}<div>{''.join(buttons)}</div></td><td>{variants}</td>"
+                    f"<td>{_members(s['members'])}</td></tr>")
+    ref = r["reference"]
+    ref_line = (f"The reference solution's strategy: <b>{_e(ref['strategy'])}</b>." if ref.get("strategy")
+                else "The reference solution's strategy could not be placed.")
+    note = _e(r["spec"]["note"]) if r["spec"]["present"] else "no spec: grouped by normalised source only"
+    return ('<section id="strategies"><h2>Strategies</h2>'
+            "<p class=muted>What each approach is, read from measured structure (transformations in the jaxpr, "
+            "loops and branches, how the program grows with the size, primitive families, compile behaviour; "
+            f"the syntax tree's shape for pure-Python functions), never from names. {ref_line} Measured: {note}.</p>"
+            '<table class="group-table" id="strategy-table"><thead><tr><th class=num>strategy</th>'
+            "<th class=num>size</th><th>what it is</th><th>score min / median / max</th><th>against the reference"
+            "</th><th>representative</th><th>variants</th><th>members</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></section>")
+
+
+def _score_pairs(scores: dict[str, int]) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in sorted(scores.items(), key=lambda kv: -int(kv[0])))
+
+
+def _variants(r: dict[str, Any], page: _Page) -> str:
+    rows = []
+    names = {s["id"]: s["name"] for s in r["strategies"]}
+    for g in r["variants"]:
+        ref = ' <span class="tag ref">reference variant</span>' if g["is_reference"] else ""
         buttons = [
-            page.code_button(g["representative_code"], "code", f"group #{g['id']}: {g['representative']}"),
+            page.code_button(g["representative_code"], "code", f"variant v{g['id']}: {g['representative']}"),
             page.diff_button(g["diff_vs_reference"], "diff vs reference",
-                             f"group #{g['id']} ({g['representative']}) against the reference solution"),
+                             f"variant v{g['id']} ({g['representative']}) against the reference solution"),
         ]
         if g["diff_vs_largest"] is not None:
-            buttons.append(page.diff_button(g["diff_vs_largest"], "diff vs largest group",
-                                            f"group #{g['id']} ({g['representative']}) against group #0"))
-        rows.append(f"<tr><td class=num>#{g['id']}</td><td class=num>{g['size']}</td>"
-                    f"<td>{_e(g['label'])}{ref}</td><td>{_facts_text(g['facts'])}</td><td>{_e(scores)}</td>"
-                    f"<td>{_e(g['representative'])}<div>{''.join(buttons)}</div></td>"
+            buttons.append(page.diff_button(g["diff_vs_largest"], "diff vs its strategy's largest",
+                                            f"variant v{g['id']} ({g['representative']}) against the largest "
+                                            f"variant of its strategy"))
+        rows.append(f'<tr id="variant-{g["id"]}"><td class=num>v{g["id"]}</td>'
+                    f'<td><a href="#strategy-{g["strategy"]}">#{g["strategy"]}</a> '
+                    f"{_e(names.get(g['strategy'], ''))}</td><td class=num>{g['size']}</td>"
+                    f"<td>{_e(g['label'])}{ref}</td><td>{_facts_text(g['facts'])}</td><td>{_e(_score_pairs(g['scores']))}"
+                    f"</td><td>{_e(g['representative'])}<div>{''.join(buttons)}</div></td>"
                     f"<td>{_members(g['members'])}</td></tr>")
-    note = _e(r["spec"]["note"]) if r["spec"]["present"] else "no spec: grouped by normalised source only"
-    return ('<section id="approach-groups"><h2>Groups by approach</h2>'
-            f"<p class=muted>Structural fingerprint: {note}.</p>"
-            '<table class="group-table" id="approach-table"><thead><tr><th class=num>group</th><th class=num>size</th>'
-            "<th>approach</th><th>measured (representative)</th><th>scores (score: n)</th><th>representative</th>"
-            f"<th>members</th></tr></thead><tbody>{''.join(rows)}</tbody></table></section>")
+    return ('<section id="variants"><h2>Variants</h2>'
+            "<p class=muted>Inside each strategy, solutions with the exact same fingerprint (canonical jaxpr with "
+            "names removed and literals bucketed, compile count, layouts).</p>"
+            '<table class="group-table" id="variant-table"><thead><tr><th class=num>variant</th><th>strategy</th>'
+            "<th class=num>size</th><th>fingerprint</th><th>measured (representative)</th><th>scores (score: n)</th>"
+            f"<th>representative</th><th>members</th></tr></thead><tbody>{''.join(rows)}</tbody></table></section>")
 
 
 def _near_identical(r: dict[str, Any], page: _Page) -> str:
@@ -304,6 +316,7 @@ def _near_identical(r: dict[str, Any], page: _Page) -> str:
 
 
 def _submissions(r: dict[str, Any]) -> str:
+    names = {s["id"]: s["name"] for s in r["strategies"]}
     rows = []
     for s in r["submissions"]:
         score = "-" if s["score"] is None else f"{s['score']}/{s['max_score']}"
@@ -311,23 +324,25 @@ def _submissions(r: dict[str, Any]) -> str:
         tags = (' <span class="tag ref">matches the reference</span>' if s["matches_reference"] else "") + \
             (f' <span class="tag">{_e(s["note"])}</span>' if s["note"] else "")
         rows.append(f"<tr><td>{_e(s['label'])}{tags}</td><td class=num>{score}</td><td>{checks}</td>"
-                    f"<td class=num>#{s['outcome_group']}</td><td class=num>#{s['approach_group']}</td>"
+                    f"<td class=num>#{s['outcome_group']}</td><td>#{s['strategy']} {_e(names.get(s['strategy'], ''))}"
+                    f"</td><td class=num>v{s['variant']}</td>"
                     f"<td>{_facts_text(s['measurements'])}</td><td>{_e(s['outcome_origin'])}</td></tr>")
     return ('<section id="submissions"><h2>Submissions</h2>'
             '<p><input type="search" id="filter" placeholder="filter by label, group, fact..."></p>'
             '<table id="submission-table"><thead><tr><th>label</th><th class=num>score</th><th>checks</th>'
-            "<th class=num>outcome</th><th class=num>approach</th><th>measured</th><th>outcome from</th></tr></thead>"
+            "<th class=num>outcome</th><th>strategy</th><th class=num>variant</th><th>measured</th>"
+            "<th>outcome from</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table></section>")
 
 
 def render_class(r: dict[str, Any]) -> str:
     page = _Page()
     c = r["class"]
-    nav = ('<nav><a href="#class-view">class view</a><a href="#outcome-groups">outcome groups</a>'
-           '<a href="#approach-groups">approach groups</a><a href="#near-identical">near-identical</a>'
-           '<a href="#submissions">submissions</a></nav>')
-    body = (_header(r, f"{c['submissions']} submissions compared") + nav + _class_view(r) + _outcome_groups(r)
-            + _approach_groups(r, page) + _near_identical(r, page) + _submissions(r)
+    nav = ('<nav><a href="#strategies">strategies</a><a href="#class-view">class view</a>'
+           '<a href="#outcome-groups">outcome groups</a><a href="#variants">variants</a>'
+           '<a href="#near-identical">near-identical</a><a href="#submissions">submissions</a></nav>')
+    body = (_header(r, f"{c['submissions']} submissions compared") + nav + _strategies(r, page) + _class_view(r)
+            + _outcome_groups(r) + _variants(r, page) + _near_identical(r, page) + _submissions(r)
             + f"<footer>grade compare, report format {r['format_version']}; {_e(_stats_text(r['stats']))}</footer>")
     return _document(f"grade compare: exercise {r['exercise']['number']}", page, body)
 
@@ -365,8 +380,10 @@ def render_pair(r: dict[str, Any]) -> str:
             + f'<section id="pair-summary"><h2>Summary</h2><table><tbody>'
             f"<tr><th></th><th>{_e(a['label'])}</th><th>{_e(b['label'])}</th></tr>"
             f"<tr><td>score</td><td>{score(a)}</td><td>{score(b)}</td></tr>"
-            f"<tr><td>approach</td><td>{_e(a['approach'])}</td><td>{_e(b['approach'])}</td></tr></tbody></table>"
-            f"<p>Same approach: {_agree(r['same_approach'])}; source similarity after normalisation "
+            f"<tr><td>strategy</td><td>{_e(a.get('strategy'))}</td><td>{_e(b.get('strategy'))}</td></tr>"
+            f"<tr><td>variant</td><td>{_e(a['approach'])}</td><td>{_e(b['approach'])}</td></tr></tbody></table>"
+            f"<p>Same strategy: {_agree(r.get('same_strategy'))}; same variant: {_agree(r['same_approach'])}; "
+            f"source similarity after normalisation "
             f"{r['source_similarity']:.0%}{look}.</p></section>"
             f'<section id="pair-checks"><h2>Outcomes</h2><table class="group-table"><thead><tr><th>check</th>'
             f"<th>{_e(a['label'])}</th><th>{_e(b['label'])}</th></tr></thead><tbody>{checks}</tbody></table></section>"

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import __version__
+from grader.compare import features as featmod
 from grader.compare import fingerprint as fpmod
 from grader.compare import source_norm, sources, workers
 from grader.compare.sources import CompareUsageError, Solution
@@ -50,6 +51,7 @@ class Reference:
     fingerprint: dict[str, Any] | None
     source_fp: source_norm.SourceFingerprint
     key: str
+    features: featmod.Features | None = None
 
 
 @dataclasses.dataclass
@@ -60,8 +62,10 @@ class Analysis:
     codes: list[str | None]
     fingerprints: list[dict[str, Any] | None]
     source_fps: list[source_norm.SourceFingerprint]
-    keys: list[str]
-    labels: dict[str, str]  # approach key -> description
+    keys: list[str]  # variant keys: the exact fingerprint
+    labels: dict[str, str]  # variant key -> description
+    features: list[featmod.Features | None]  # what a strategy is read from (None: nothing to read)
+    unmeasured: list[str]  # why a solution has no features ("" when it has)
     reference: Reference
     stub_code: str | None
     notes: list[str]
@@ -106,7 +110,10 @@ def _outcomes_from_gradebook(path: Path, ex: Exercise, wanted: set[str]) -> dict
             if row["exercise"] != ex.number or h not in wanted or (row["grader_version"], row["jax_version"]) != version:
                 continue
             if h not in found or row["graded_at"] >= found[h][0]:
-                found[h] = (row["graded_at"], ExerciseResult.from_dict(row["result"]))
+                try:
+                    found[h] = (row["graded_at"], ExerciseResult.from_dict(row["result"]))
+                except Exception:  # noqa: BLE001 - an unreadable grading is graded again
+                    continue
     return {h: r for h, (_, r) in found.items()}
 
 
@@ -186,12 +193,14 @@ class _Sink:
     measured: int = 0
 
     def outcome(self, h: str, out: dict[str, Any]) -> None:
-        if "result" in out:
+        try:
+            if "result" not in out:
+                raise ValueError(out.get("error", "grading failed"))
             result = ExerciseResult.from_dict(out["result"])
             if not result.error:
                 self.store.put_outcome(h, self.ex.number, self.checks_digest, out["result"])
-        else:
-            result = _error_result(self.ex, out.get("error", "grading failed"))
+        except Exception as exc:  # noqa: BLE001 - one submission's failure is its own row
+            result = _error_result(self.ex, str(exc) if "result" not in out else f"{type(exc).__name__}: {exc}")
         for s in self.sols:
             if s.content_hash == h and s.result is None:
                 s.result, s.outcome_origin = result, "graded now"
@@ -202,7 +211,11 @@ class _Sink:
             return
         fp = out.get("fingerprint")
         if fp is not None:
-            self.store.put_fingerprint(h, self.ex.number, self.spec.digest(), fp)
+            try:
+                self.store.put_fingerprint(h, self.ex.number, self.spec.digest(), fp)
+            except Exception as exc:  # noqa: BLE001 - kept for this run only; the rest is reported
+                fp = {"spec_digest": self.spec.digest(), "measurements": [],
+                      "error": f"the measurement could not be kept: {type(exc).__name__}: {exc}"}
         else:
             fp = {"spec_digest": self.spec.digest(), "error": out.get("error", "not measured"), "measurements": []}
         self.fingerprints[h] = fp
@@ -265,25 +278,66 @@ def analyse(opts: Options, manifest: Manifest) -> Analysis:
     return analysis
 
 
+@dataclasses.dataclass
+class _Read:
+    """What is read from one solution on the trusted side."""
+
+    source_fp: source_norm.SourceFingerprint
+    key: str
+    label: str
+    features: featmod.Features | None
+    unmeasured: str
+
+
+def _read_one(spec: ExerciseSpec | None, fp: dict[str, Any] | None, code: str | None, stub: str | None,
+              sol: Solution | None) -> _Read:
+    sfp = source_norm.fingerprint(code, stub)
+    if sol is not None and sol.root is None:
+        why = "not measured: code not on this machine"
+        return _Read(sfp, "unmeasured", why, None, why)
+    if spec is not None and (fp is None or fp.get("error")):
+        why = "could not be measured: " + str((fp or {}).get("error", "no fingerprint"))
+        return _Read(sfp, "measure-failed", why, None, why)
+    key, label = fpmod.approach_key(spec, fp, code, sfp), fpmod.describe(spec, fp, code, sfp)
+    if spec is None:
+        return _Read(sfp, key, label, None, label)  # no spec: the variant is all there is
+    feats = featmod.features_of(spec, fp, code)
+    return _Read(sfp, key, label, feats, "" if feats.measured else _why_nothing(feats))
+
+
+def _why_nothing(feats: featmod.Features) -> str:
+    states = sorted({p.state for _, p in feats.parts} | {p.state for _, p in feats.python})
+    return "nothing measured: " + ", ".join(s.replace("_", " ") for s in states)
+
+
+def read_safely(spec: ExerciseSpec | None, fp: dict[str, Any] | None, code: str | None, stub: str | None,
+                sol: Solution | None = None) -> _Read:
+    """``_read_one``, with any failure kept as this solution's own result: one hostile file
+    (a syntax tree deep enough to exhaust recursion, facts of the wrong shape) never stops
+    the class report."""
+    try:
+        return _read_one(spec, fp, code, stub, sol)
+    except Exception as exc:  # noqa: BLE001 - reported on the solution's own row
+        why = f"could not be analysed: {type(exc).__name__}: {str(exc)[:200]}"
+        return _Read(source_norm.SourceFingerprint(False, "", "", 0, frozenset(), why), "analysis-failed", why,
+                     None, why)
+
+
 def _assemble(ex: Exercise, spec: ExerciseSpec | None, sols: list[Solution], codes: list[str | None],
               cached: dict[str, dict], ref: tuple[Path, str | None, str], stub: str | None, opts: Options) -> Analysis:
     fps = [cached.get(s.content_hash) if spec else None for s in sols]
-    source_fps = [source_norm.fingerprint(c, stub) for c in codes]
-    keys, labels = [], {}
-    for fp, code, sfp, sol in zip(fps, codes, source_fps, sols):
-        if sol.root is None:
-            key, label = "unmeasured", "not measured: code not on this machine"
-        elif spec is not None and (fp is None or fp.get("error")):
-            key, label = "measure-failed", "could not be measured: " + str((fp or {}).get("error", "no fingerprint"))
-        else:
-            key, label = fpmod.approach_key(spec, fp, code, sfp), fpmod.describe(spec, fp, code, sfp)
-        keys.append(key)
-        labels.setdefault(key, label)
+    reads = [read_safely(spec, fp, code, stub, sol) for fp, code, sol in zip(fps, codes, sols)]
+    labels: dict[str, str] = {}
+    for r in reads:
+        labels.setdefault(r.key, r.label)
     ref_fp = cached.get(ref[2]) if spec and ref[2] else None
-    ref_sfp = source_norm.fingerprint(ref[1], stub)
-    ref_key = fpmod.approach_key(spec, ref_fp, ref[1], ref_sfp) if ref[1] is not None else ""
-    reference = Reference(ref[1], ref_fp, ref_sfp, ref_key)
-    return Analysis(ex, spec, sols, codes, fps, source_fps, keys, labels, reference, stub, [], {}, opts.instructor)
+    ref_read = read_safely(spec, ref_fp, ref[1], stub) if ref[1] is not None else None
+    ref_key = ref_read.key if ref_read and ref_read.key not in ("measure-failed", "analysis-failed") else ""
+    reference = Reference(ref[1], ref_fp, ref_read.source_fp if ref_read else source_norm.fingerprint(None, stub),
+                          ref_key, ref_read.features if ref_read else None)
+    return Analysis(ex, spec, sols, codes, fps, [r.source_fp for r in reads], [r.key for r in reads], labels,
+                    [r.features for r in reads], [r.unmeasured for r in reads], reference, stub, [], {},
+                    opts.instructor)
 
 
 def _notes(ex: Exercise, spec: ExerciseSpec | None, sols: list[Solution], cache: Path | None) -> list[str]:

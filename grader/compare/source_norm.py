@@ -182,6 +182,49 @@ class _Renamer(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
+#: Syntax nested deeper than this is cut (``ast.unparse``/``ast.dump`` recurse once per level,
+#: and a valid file can nest thousands: ``0 + 0 + ... + 0``); what is cut reads as one constant.
+MAX_DEPTH = 80
+CUT = "<nested too deeply to read>"
+
+
+def _bounded(tree: ast.AST, limit: int = MAX_DEPTH) -> ast.AST:
+    """``tree`` with every subtree below depth ``limit`` replaced by a constant, in place,
+    walked with an explicit stack (never recursion)."""
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        for field, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                for i, item in enumerate(value):
+                    if isinstance(item, ast.AST):
+                        if depth + 1 >= limit and isinstance(item, ast.expr):
+                            value[i] = ast.Constant(CUT)
+                        else:
+                            stack.append((item, depth + 1))
+            elif isinstance(value, ast.AST):
+                if depth + 1 >= limit and isinstance(value, ast.expr):
+                    setattr(node, field, ast.Constant(CUT))
+                else:
+                    stack.append((value, depth + 1))
+    return tree
+
+
+def _parse(source: str) -> ast.Module:
+    """``ast.parse`` with nesting bounded (``_bounded``); SyntaxError etc. as ``ast.parse``."""
+    return _bounded(ast.parse(source))
+
+
+def parse_bounded(source: str | None) -> ast.Module | None:
+    """The file's syntax tree with nesting bounded, or None when it does not parse."""
+    if source is None:
+        return None
+    try:
+        return _parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
 def _dump(node: ast.AST) -> str:
     return ast.dump(node, annotate_fields=False, include_attributes=False)
 
@@ -206,9 +249,8 @@ def _stub_keys(stub_source: str | None) -> set[str]:
     """The stub's top-level statements, as ``_statement_key``s."""
     if not stub_source:
         return set()
-    try:
-        tree = ast.parse(stub_source)
-    except SyntaxError:
+    tree = parse_bounded(stub_source)
+    if tree is None:
         return set()
     aliases = _aliases(tree)
     return {_statement_key(node, aliases) for node in effective_statements(tree)}
@@ -264,9 +306,11 @@ def fingerprint(source: str | None, stub_source: str | None = None) -> SourceFin
     if source is None:
         return SourceFingerprint(False, "", "", 0, frozenset(), "the file is missing")
     try:
-        tree = ast.parse(source)
+        tree = _parse(source)
     except (SyntaxError, ValueError) as exc:
-        return SourceFingerprint(False, "", "", 0, frozenset(), f"syntax error: {exc.msg if hasattr(exc, 'msg') else exc}")
+        return SourceFingerprint(False, "", "", 0, frozenset(), f"syntax error: {getattr(exc, 'msg', exc)}")
+    except (RecursionError, MemoryError):
+        return SourceFingerprint(False, "", "", 0, frozenset(), "could not be parsed: nested too deeply")
     text = normalise(learner_part(tree, stub_source), tree)
     toks = tokens(text)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16] if text else ""
@@ -291,9 +335,8 @@ def closure_hash(source: str | None, function: str) -> str:
     normalised; "missing" when the file has no such function, "unparsable" on a syntax error."""
     if source is None:
         return "missing"
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    tree = parse_bounded(source)
+    if tree is None:
         return "unparsable"
     defs = {name: node for node in effective_statements(tree) for name in _bound_names(node)}
     if function not in defs:

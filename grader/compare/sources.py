@@ -166,8 +166,13 @@ def from_gradebook(path: Path, ex: Exercise, workdir: Path) -> list[Solution]:
     out = []
     for row in rows:
         root, note = _code_root(row, path, ex, workdir)
-        sol = Solution(row["submission"], row["submission_key"], root, result=ExerciseResult.from_dict(row["result"]),
-                       outcome_origin="gradebook", note=note, graded_hash=row["content_hash"])
+        try:
+            result = ExerciseResult.from_dict(row["result"])
+        except Exception as exc:  # noqa: BLE001 - one unreadable grading is that submission's note
+            result, note = None, f"its gradebook result could not be read ({type(exc).__name__}): graded again"
+        sol = Solution(row["submission"], row["submission_key"], root, result=result,
+                       outcome_origin="gradebook" if result is not None else "", note=note,
+                       graded_hash=row["content_hash"])
         if root is not None:
             sol.content_hash = batch.content_hash(ex, root)
             if sol.graded_hash and sol.graded_hash != sol.content_hash:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from grader.compare.features import Features, distance, tokens
+from grader.compare.features import Features, distance_matrix, tokens
 
 #: Average distance under which two clusters are one strategy (features.distance: 0 same
 #: structure, 1 nothing in common).  Different transformations or loops alone weigh about
@@ -61,57 +61,61 @@ def _matches(strategy: Strategy, feats: Features) -> bool:
         return False
 
 
-def _cluster(items: list[Features], weights: list[int], fixed: list[str | None]) -> list[int]:
-    """Average-linkage clustering of ``items`` (each ``weights[i]`` solutions); items whose
+def _cluster(d: np.ndarray, weights: list[int], fixed: list[str | None]) -> list[int]:
+    """Average-linkage clustering of items at distances ``d`` (each ``weights[i]`` solutions); items whose
     ``fixed`` label is set start grouped by it, and two labelled clusters never merge.
-    Returns a cluster index per item."""
-    n = len(items)
-    clusters: list[list[int]] = []
-    label: list[str | None] = []
-    by_label: dict[str, int] = {}
-    for i, lab in enumerate(fixed):
-        if lab is not None and lab in by_label:
-            clusters[by_label[lab]].append(i)
-            continue
-        if lab is not None:
-            by_label[lab] = len(clusters)
-        clusters.append([i])
-        label.append(lab)
-    d = np.zeros((n, n))
-    for i in range(n):
-        for j in range(i + 1, n):
-            d[i, j] = d[j, i] = distance(items[i], items[j])
+    Returns a cluster index per item.  The cluster distances live in one matrix updated by
+    the Lance-Williams rule, so a class of hundreds of distinct programs clusters in
+    moments."""
+    n = len(weights)
     w = np.asarray(weights, dtype=float)
-    alive = list(range(len(clusters)))
+    members: list[list[int]] = [[i] for i in range(n)]
+    label = list(fixed)
+    alive = np.ones(n, dtype=bool)
+    size = w.copy()
+    link = d.copy()
 
-    def link(a: list[int], b: list[int]) -> float:
-        wa, wb = w[a], w[b]
-        return float((wa[:, None] * d[np.ix_(a, b)] * wb[None, :]).sum() / (wa.sum() * wb.sum()))
-
-    links = {(a, b): link(clusters[a], clusters[b]) for ai, a in enumerate(alive) for b in alive[ai + 1:]
-             if label[a] is None or label[b] is None}
-    while links:
-        (a, b), best = min(links.items(), key=lambda kv: (kv[1], kv[0]))
-        if best >= THRESHOLD:
-            break
-        clusters[a] = clusters[a] + clusters[b]
+    def merge(a: int, b: int) -> None:
+        """Cluster ``b`` into ``a``: average linkage, weighted by solutions."""
+        link[a, :] = (size[a] * link[a, :] + size[b] * link[b, :]) / (size[a] + size[b])
+        link[:, a] = link[a, :]
+        size[a] += size[b]
+        members[a] += members[b]
         label[a] = label[a] or label[b]
-        alive.remove(b)
-        links = {k: v for k, v in links.items() if a not in k and b not in k}
-        for c in alive:
-            if c != a and (label[a] is None or label[c] is None):
-                links[(min(a, c), max(a, c))] = link(clusters[min(a, c)], clusters[max(a, c)])
+        alive[b] = False
+
+    for i in range(n):  # the spec's strategies first: one cluster each
+        for j in range(i + 1, n):
+            if alive[i] and alive[j] and label[i] is not None and label[i] == label[j]:
+                merge(i, j)
+    while True:
+        live = np.flatnonzero(alive)
+        if len(live) < 2:
+            break
+        sub = link[np.ix_(live, live)].copy()
+        labelled = np.array([label[k] is not None for k in live])
+        sub[np.ix_(labelled, labelled)] = np.inf  # two named strategies never merge
+        np.fill_diagonal(sub, np.inf)
+        i, j = np.unravel_index(int(np.argmin(sub)), sub.shape)
+        if sub[i, j] >= THRESHOLD:
+            break
+        a, b = sorted((int(live[i]), int(live[j])))
+        merge(a, b)
     out = [0] * n
-    for k, c in enumerate(alive):
-        for i in clusters[c]:
+    for k, c in enumerate(np.flatnonzero(alive)):
+        for i in members[c]:
             out[i] = k
     return out
 
 
-def _medoid(members: list[int], items: list[Features], weights: list[int]) -> int:
+def _medoid(members: list[int], d: np.ndarray, weights: list[int]) -> int:
+    """The member closest, on average over the solutions, to the others."""
     if len(members) == 1:
         return members[0]
-    return min(members, key=lambda i: (sum(weights[j] * distance(items[i], items[j]) for j in members), -weights[i], i))
+    w = np.asarray([weights[j] for j in members], dtype=float)
+    cost = d[np.ix_(members, members)] @ w
+    best = min(range(len(members)), key=lambda k: (cost[k], -weights[members[k]], members[k]))
+    return members[best]
 
 
 def _name(common: list[str], elsewhere: Counter, total_elsewhere: int) -> str:
@@ -139,7 +143,8 @@ def group(features: Sequence[Features | None], unmeasured: Sequence[str],
     for u in uniq_of.values():
         weights[u] += 1
     fixed = [next((s.name for s in strategies if _matches(s, f)), None) for f in items]
-    cluster_of = _cluster(items, weights, fixed) if items else []
+    d = distance_matrix(items)
+    cluster_of = _cluster(d, weights, fixed) if items else []
     words = [tokens(f, prefix_parts=True) for f in items]
 
     groups: list[StrategyGroup] = []
@@ -148,7 +153,7 @@ def group(features: Sequence[Features | None], unmeasured: Sequence[str],
         members = tuple(i for i in sorted(uniq_of) if cluster_of[uniq_of[i]] == c)
         names = [fixed[u] for u in members_u if fixed[u]]
         common = [t for t in words[members_u[0]] if all(t in words[u] for u in members_u)]
-        rep = _medoid(members_u, items, weights)
+        rep = _medoid(members_u, d, weights)
         representative = next(i for i in members if uniq_of[i] == rep)
         if names:
             strategy = next(s for s in strategies if s.name == names[0])
