@@ -207,10 +207,10 @@ def verify_cmd(exercises: tuple[int, ...], as_json: bool, jobs: int, numbers: tu
 
 
 from grader.course.cli import batch_cmd, gradebook_group  # noqa: E402 - they import this module's helpers
-from grader.compare.cli import compare_cmd  # noqa: E402
+from grader.compare.cli import class_cmd, compare_cmd  # noqa: E402
 from grader.learner.cli import COMMANDS as LEARNER_COMMANDS  # noqa: E402
 
-for _command in (*LEARNER_COMMANDS, batch_cmd, gradebook_group, compare_cmd):
+for _command in (*LEARNER_COMMANDS, batch_cmd, gradebook_group, compare_cmd, class_cmd):
     main.add_command(_command)
 
 if __name__ == "__main__":  # pragma: no cover

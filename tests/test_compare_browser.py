@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from compare_class import build
-from grader.compare import model, report_html
+from grader.compare import class_view, model, report_class, report_html
 
 CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 CHROMEDRIVER = ("/usr/bin/chromedriver",)
@@ -94,7 +94,7 @@ def test_report_page_in_headless_chromium(driver, page, tmp_path):
     for plot in plots:
         driver.execute_script("arguments[0].scrollIntoView()", plot)
         assert plot.is_displayed() and plot.size["width"] > 100 and plot.size["height"] > 50
-    for table_id in ("outcome-table", "approach-table", "submission-table"):
+    for table_id in ("strategy-table", "outcome-table", "variant-table", "submission-table"):
         table = driver.find_element(By.ID, table_id)
         assert table.is_displayed()
         assert len(table.find_elements(By.CSS_SELECTOR, "tbody tr")) >= 2
@@ -108,7 +108,7 @@ def test_report_page_in_headless_chromium(driver, page, tmp_path):
 
     dialog = driver.find_element(By.ID, "diff-view")
     assert not dialog.is_displayed()
-    button = driver.find_element(By.CSS_SELECTOR, "#approach-table button[data-diff]")
+    button = driver.find_element(By.CSS_SELECTOR, "#strategy-table button[data-diff]")
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
     button.click()
     WebDriverWait(driver, 10).until(ec.visibility_of(dialog))
@@ -122,4 +122,42 @@ def test_report_page_in_headless_chromium(driver, page, tmp_path):
     search.send_keys("learner-00")
     shown = [r for r in driver.find_elements(By.CSS_SELECTOR, "#submission-table tbody tr") if r.is_displayed()]
     assert 1 <= len(shown) < len(driver.find_elements(By.CSS_SELECTOR, "#submission-table tbody tr"))
+    assert _errors(driver) == []
+
+
+@pytest.fixture(scope="module")
+def class_page(tmp_path_factory) -> Path:
+    """`grade class`'s overview of the small gradebook test_compare_class_view builds."""
+    from grader.course.gradebook import Gradebook
+    from grader.manifest import load
+    from test_compare_class_view import class_gradebook
+
+    root = tmp_path_factory.mktemp("class-view")
+    class_gradebook(root / "grades.sqlite")
+    manifest = load(Path(__file__).resolve().parents[1] / "exercises" / "manifest.toml")
+    with Gradebook(root / "grades.sqlite", create=False) as book:
+        view = class_view.overview(book.gradings(history=True),
+                                   [(e.number, e.title, e.max_score) for e in manifest.exercises])
+    path = root / "class.html"
+    path.write_text(report_class.render(view), encoding="utf-8")
+    return path
+
+
+def test_class_overview_in_headless_chromium(driver, class_page, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(class_page.as_uri())
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
+    assert _errors(driver) == []
+    assert not driver.execute_script("return window.__hostile_ran === true")
+    for table_id in ("matrix", "exercise-table", "failing-table", "stuck-table"):
+        table = driver.find_element(By.ID, table_id)
+        assert table.is_displayed() and table.find_elements(By.CSS_SELECTOR, "tbody tr"), table_id
+    rows = driver.find_elements(By.CSS_SELECTOR, "#matrix tbody tr")
+    assert len(rows) == 6
+    assert any("<script>" in r.text for r in rows)  # the hostile label shown as text, not run
+    driver.find_element(By.ID, "filter").send_keys("cy")
+    assert [r.text.split()[0] for r in rows if r.is_displayed()] == ["cy"]
+    assert driver.save_screenshot(str(tmp_path / "class-overview.png"))
     assert _errors(driver) == []

@@ -121,3 +121,70 @@ def compare_cmd(number, sources, gradebook_path, pair, jobs, as_json, html_out, 
         if html_out is not None:
             click.echo(f"report written to {html_out}")
     sys.exit(EXIT_OK)
+
+
+@click.command("class")
+@click.argument("gradebook_path", metavar="GRADEBOOK", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the overview as one self-contained HTML file (no network needed).")
+@click.option("--csv", "csv_out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write one row per learner and exercise as CSV ('-': standard output).")
+@click.option("--json", "as_json", is_flag=True, help="Print the overview as JSON (versioned: format_version).")
+def class_cmd(gradebook_path, html_out, csv_out, as_json) -> None:
+    """The whole class at a glance, from a GRADEBOOK (`grade batch`, `grade gradebook import`).
+
+    Each learner's latest score and status on every exercise (and whether the sandbox
+    refused something), the checks the class fails most across all exercises, who has
+    not started an exercise and who is stuck (the same check failed in their last three
+    or more submissions).  Learners appear only under their gradebook labels.
+    """
+    import io
+
+    from grader.compare import class_view, report_class
+    from grader.compare.sources import CompareUsageError, open_gradebook
+
+    course = course_root()
+    manifest = _manifest(course)
+    for out in (html_out, csv_out):
+        if out is not None and str(out) != "-" and not out.resolve().parent.is_dir():
+            raise click.UsageError(f"{out}: the folder {out.parent} does not exist")
+    if not gradebook_path.is_file():
+        raise click.UsageError(f"no gradebook at {gradebook_path}")
+    try:
+        with open_gradebook(gradebook_path) as book:
+            rows = book.gradings(history=True)
+        view = class_view.overview(rows, [(e.number, e.title, e.max_score) for e in manifest.exercises])
+        page = report_class.render(view) if html_out is not None else None
+    except CompareUsageError as exc:
+        raise click.UsageError(str(exc)) from None
+    except (click.ClickException, SystemExit):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a grader bug: a clear message, never a traceback
+        raise GraderCrash(f"grade class failed: {type(exc).__name__}: {exc}") from None
+    if page is not None:
+        _write(html_out, page)
+    if csv_out is not None:
+        buf = io.StringIO()
+        class_view.write_csv(view, buf)
+        if str(csv_out) == "-":
+            click.echo(buf.getvalue(), nl=False)
+        else:
+            _write(csv_out, buf.getvalue())
+    if as_json:
+        click.echo(json.dumps(view, indent=2))
+    elif str(csv_out) != "-":
+        _summary(view)
+    sys.exit(EXIT_OK)
+
+
+def _summary(view: dict) -> None:
+    """A few lines on the terminal: learner labels and messages as plain text, never markup."""
+    from grader.reports.learner_text import printable
+
+    click.echo(f"{len(view['learners'])} learners, {len(view['exercises'])} exercises")
+    for f in view["failing_checks"][:5]:
+        click.echo(printable(f"  most failed: exercise {f['exercise']} {f['check']}: {f['failed']}/{f['of']}"))
+    for s in view["stuck"][:10]:
+        click.echo(printable(f"  stuck: {s['learner']} on exercise {s['exercise']} ({s['check']}, "
+                             f"{s['submissions']} submissions)"))
+    click.echo(f"  {len(view['not_started'])} (learner, exercise) pairs not started")
