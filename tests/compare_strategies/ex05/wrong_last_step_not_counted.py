@@ -1,0 +1,51 @@
+# verdict: wrong
+# strategy: counter skips converging step
+# breaks: "`n_steps` counts the updates applied, including the last one whose change fell below `TOL`"
+# idea: counts only updates whose change was >= TOL
+# should-fail: matches_while_version, uses_scan_not_while, no_python_unrolling
+"""Exercise 5 submission (wrong_last_step_not_counted), written from the statement alone."""
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+TOL = 1e-3
+
+
+def step(z, theta, x):
+    return jnp.tanh(theta * z + x)
+
+
+@jax.jit
+def while_version(theta, x, max_steps):
+    def keep_going(state):
+        z, change, k = state
+        return (k < max_steps) & (change >= TOL)
+
+    def body(state):
+        z, _, k = state
+        z_new = step(z, theta, x)
+        return z_new, jnp.max(jnp.abs(z_new - z)), k + 1
+
+    start = (jnp.zeros_like(x), jnp.asarray(jnp.inf, dtype=x.dtype), jnp.asarray(0, dtype=jnp.int32))
+    z, _, n_steps = lax.while_loop(keep_going, body, start)
+    return z, n_steps
+
+
+@partial(jax.jit, static_argnames="max_steps")
+def scan_version(theta, x, max_steps):
+    def body(carry, _):
+        z, k, done = carry
+        z_new = step(z, theta, x)
+        converged = jnp.max(jnp.abs(z_new - z)) < TOL
+        z = jnp.where(done, z, z_new)
+        k = jnp.where(done | converged, k, k + 1)
+        done = done | converged
+        return (z, k, done), None
+
+    start = (jnp.zeros_like(x), jnp.zeros((), jnp.int32), jnp.zeros((), bool))
+    (z, k, _), _ = lax.scan(body, start, None, length=max_steps)
+    return z, k

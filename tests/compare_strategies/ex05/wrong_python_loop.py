@@ -1,0 +1,47 @@
+# verdict: wrong
+# strategy: python loop over steps
+# breaks: "do not write a Python loop over the steps"
+# idea: unrolled Python loop with jnp.where masking
+# should-fail: uses_scan_not_while, no_python_unrolling
+"""Exercise 5 submission (wrong_python_loop), written from the statement alone."""
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+TOL = 1e-3
+
+
+def step(z, theta, x):
+    return jnp.tanh(theta * z + x)
+
+
+@jax.jit
+def while_version(theta, x, max_steps):
+    def keep_going(state):
+        z, change, k = state
+        return (k < max_steps) & (change >= TOL)
+
+    def body(state):
+        z, _, k = state
+        z_new = step(z, theta, x)
+        return z_new, jnp.max(jnp.abs(z_new - z)), k + 1
+
+    start = (jnp.zeros_like(x), jnp.asarray(jnp.inf, dtype=x.dtype), jnp.asarray(0, dtype=jnp.int32))
+    z, _, n_steps = lax.while_loop(keep_going, body, start)
+    return z, n_steps
+
+
+@partial(jax.jit, static_argnames="max_steps")
+def scan_version(theta, x, max_steps):
+    z, k, done = jnp.zeros_like(x), jnp.int32(0), jnp.bool_(False)
+    for _ in range(max_steps):
+        z_new = step(z, theta, x)
+        conv = jnp.max(jnp.abs(z_new - z)) < TOL
+        z = jnp.where(done, z, z_new)
+        k = jnp.where(done, k, k + 1)
+        done = done | conv
+    return z, k
