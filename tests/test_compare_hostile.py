@@ -37,7 +37,7 @@ def per_example_grad_norms(params, xs, ys):
     print("x" * 50_000_000)
     raise ValueError("y" * 5_000_000)
 '''
-HOSTILE_FOLDER = "[link=https://attacker.example]fork["
+HOSTILE_FOLDER = "[bold red]fork[blink][link=http:x.example]"
 pytestmark = pytest.mark.slow
 
 
@@ -64,6 +64,11 @@ def test_facts_of_the_wrong_shape_are_one_row():
     assert summary["per_example_grad_norms"]["compiles"] is None
 
 
+def _flat(text: str) -> str:
+    """Terminal output without its layout (whitespace, table borders) and colours."""
+    return re.sub(r"[\s\u2500-\u257f]+", "", re.sub(r"\x1b\[[0-9;]*m", "", text))
+
+
 def _fork(root: Path, name: str, text: str) -> Path:
     target = root / name / "exercises" / EX3_DIR / EX3_FILE
     target.parent.mkdir(parents=True)
@@ -74,8 +79,9 @@ def _fork(root: Path, name: str, text: str) -> Path:
 @pytest.fixture(scope="module")
 def hostile_class(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile-class")
-    forks = {"good": REFERENCE, "deep": DEEP, "markup": MARKUP_FILE, "kills-sandbox": KILLS_SANDBOX, "huge": HUGE,
-             HOSTILE_FOLDER: REFERENCE}
+    # two copies of the markup file: its message is the most common failure, the one the terminal shows
+    forks = {"good": REFERENCE, "deep": DEEP, "markup": MARKUP_FILE, "markup-again": MARKUP_FILE + "# again\n",
+             "kills-sandbox": KILLS_SANDBOX, "huge": HUGE, HOSTILE_FOLDER: REFERENCE}
     paths = [str(_fork(root / "forks", name, text)) for name, text in forks.items()]
     return root, paths
 
@@ -100,9 +106,10 @@ def test_hostile_submissions_do_not_stop_the_report(hostile_class):
     buf = io.StringIO()
     report_text.render(report, Console(file=buf, force_terminal=True, color_system="truecolor", width=200))
     shown = buf.getvalue()
-    assert "[/bold]" in shown and "click here[/link]" in shown
+    flat = _flat(shown)  # table cells wrap: compare without layout
+    assert "[/bold]unbalanced" in flat and "clickhere[/link]" in flat
     assert "\x1b]8;" not in shown and "attacker.example\x1b" not in shown and "\x1b[2J" not in shown
-    assert "\\x1b]8;;https://attacker.example" in shown  # the escape shown, inert
+    assert "\\x1b]8;;https://attacker.example" in flat  # the escape shown, inert
 
     # the page: escaped, and nothing loads from the network
     page = report_html.render(report)
@@ -117,4 +124,4 @@ def test_terminal_summary_with_hostile_labels(hostile_class):
     assert out.exit_code == 0, out.output
     assert "Traceback" not in out.output and "MarkupError" not in out.output
     assert "\x1b" not in out.output
-    assert "[link=https://attacker.example]fork[" in out.output.replace("\n", "")
+    assert HOSTILE_FOLDER.replace(" ", "") in _flat(out.output)

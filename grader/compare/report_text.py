@@ -47,6 +47,14 @@ def _bar(n: int, most: int, width: int = 30) -> str:
     return "█" * max(1 if n else 0, round(width * n / most)) if most else ""
 
 
+def _table(*headers: Text | str, **kwargs: Any) -> Table:
+    """A table whose headers may be learner text (labels): given as Text, never markup."""
+    table = Table(**kwargs)
+    for header in headers:
+        table.add_column(header)
+    return table
+
+
 def _line(*parts: Text | str) -> Text:
     out = Text()
     for p in parts:
@@ -187,15 +195,15 @@ def render_pair(r: dict[str, Any], console: Console) -> None:
     a, b = r["a"], r["b"]
     _header(r, console, f"{a['label']} and {b['label']}")
     score = lambda s: "-" if s["score"] is None else f"{s['score']}/{s['max_score']}"  # noqa: E731
-    table = Table("", _t(a["label"]), _t(b["label"]))
+    table = _table("", _t(a["label"]), _t(b["label"]))
     table.add_row("score", score(a), score(b))
     for c in r["checks"]:
         table.add_row(_t(c["check"]), _t(c["a"]), _t(c["b"]))
     table.add_row("strategy", _t(a.get("strategy")), _t(b.get("strategy")))
     table.add_row("variant", _t(a["approach"]), _t(b["approach"]))
     console.print(table)
-    facts = Table("measurement", "outputs agree", "same jaxpr", _t(a["label"]), _t(b["label"]),
-                  title="Measured on the same inputs", title_justify="left")
+    facts = _table("measurement", "outputs agree", "same jaxpr", _t(a["label"]), _t(b["label"]),
+                   title="Measured on the same inputs", title_justify="left")
     for m in r["measurements"]:
         facts.add_row(_t(m["name"]), _yes(m["outputs_agree"]), _yes(m["same_jaxpr"]), _facts(m["a"]), _facts(m["b"]))
     if r["measurements"]:
