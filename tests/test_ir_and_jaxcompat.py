@@ -214,3 +214,19 @@ def test_shard_maps_report_check_vma_at_any_depth():
     assert [f["check_vma"] for f in ir.shard_maps(off)] == [False]
     assert "model" in ir.shard_maps(on)[0]["in_specs"]
     assert ir.shard_maps(jax.make_jaxpr(lambda v: v + 1)(x)) == []
+
+
+def test_equations_carry_the_transformations_that_made_them():
+    """`grade compare` reads strategies from the `Transform` entries JAX puts on every
+    equation's name stack (``grader.compare.jaxpr_canon.transforms_of``): vmap, jvp and
+    transpose, outermost first, relative to the enclosing jaxpr."""
+    from grader.compare import jaxpr_canon
+
+    def loss(w, x):
+        return jnp.sum(jnp.tanh(x @ w))
+
+    closed = jax.make_jaxpr(jax.jit(jax.vmap(jax.grad(loss), in_axes=(None, 0))))(jnp.ones((3, 2)), jnp.ones((4, 3)))
+    paths = jaxpr_canon.structure(closed)["paths"]
+    assert {"vmap/jvp", "vmap/transpose/jvp"} <= set(paths), paths
+    inner = jax.make_jaxpr(jax.vmap(jax.jit(jax.grad(loss)), in_axes=(None, 0)))(jnp.ones((3, 2)), jnp.ones((4, 3)))
+    assert "vmap/transpose/jvp" in jaxpr_canon.structure(inner)["paths"]  # a jit inside: prefixes add up
