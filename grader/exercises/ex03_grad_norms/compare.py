@@ -23,6 +23,24 @@ def _grad_norm_calls() -> dict:
     return {"kind": "jax", "target": "per_example_grad_norms", "calls": calls, "grow": {"call": grown}}
 
 
+def _around_grad(form: str) -> tuple[list[str], list[str]]:
+    """What a reverse-mode form composes outside its gradient and inside it (the function
+    differentiated): ``vmap·grad·vmap`` -> (["vmap"], ["vmap"])."""
+    words = form.split("·")
+    k = words.index("grad")
+    return words[:k], words[k + 1:]
+
+
+def _per_example_grad(f: Features) -> bool:
+    """vmap of grad, of vjp, of jacrev of the one-example loss: a gradient per example."""
+    return any("vmap" in outer and "vmap" not in inner for outer, inner in map(_around_grad, f.part().reverse))
+
+
+def _jacobian_of_losses(f: Features) -> bool:
+    """jacrev of the vector of per-example losses: the differentiated function is vmapped."""
+    return any("vmap" in outer and "vmap" in inner for outer, inner in map(_around_grad, f.part().reverse))
+
+
 def _loops_over_examples(f: Features) -> bool:
     p = f.part()
     return "scan~size" in p.constructs or any(r.split("·")[0] in ("scan", "while") for r in p.reverse | p.forward)
@@ -35,7 +53,7 @@ def _forward_per_example(f: Features) -> bool:
 
 def _one_batch_gradient(f: Features) -> bool:
     p = f.part()
-    return bool(p.reverse) and not any(r.startswith("vmap·") for r in p.reverse)
+    return bool(p.reverse) and not any("vmap" in outer for outer, _ in map(_around_grad, p.reverse))
 
 
 def _by_hand(f: Features) -> bool:
@@ -48,10 +66,9 @@ STRATEGIES = (
              "the program grows with the batch: a Python loop unrolled into it"),
     Strategy("JAX loop over the examples (lax.map / scan / fori_loop)", _loops_over_examples,
              "a loop as long as the batch, or the gradient taken inside a loop"),
-    Strategy("jacrev of the per-example losses", lambda f: "vmap·grad·vmap" in f.part().reverse,
+    Strategy("jacrev of the per-example losses", _jacobian_of_losses,
              "a reverse-mode Jacobian (vmap of grad) of a vmapped loss"),
-    Strategy("vmap of grad", lambda f: "vmap·grad" in f.part().reverse,
-             "a reverse-mode gradient under vmap"),
+    Strategy("vmap of grad", _per_example_grad, "a reverse-mode gradient (grad, vjp, jacrev) under vmap"),
     Strategy("forward mode per example (jacfwd / jvp)", _forward_per_example,
              "forward-mode derivatives (jvp, no transpose) under vmap"),
     Strategy("one gradient of the whole batch's loss", _one_batch_gradient,
