@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import hashlib
 import re
 import zlib
@@ -245,22 +246,24 @@ def _statement_key(node: ast.stmt, aliases: dict[str, str]) -> str:
     return _dump(_Renamer(bound, aliases).visit(copy))
 
 
-def _stub_keys(stub_source: str | None) -> set[str]:
-    """The stub's top-level statements, as ``_statement_key``s."""
+@functools.lru_cache(maxsize=16)
+def _stub_keys(stub_source: str | None) -> frozenset[str]:
+    """The stub's top-level statements, as ``_statement_key``s (one stub for a whole class:
+    computed once)."""
     if not stub_source:
-        return set()
+        return frozenset()
     tree = parse_bounded(stub_source)
     if tree is None:
-        return set()
+        return frozenset()
     aliases = _aliases(tree)
-    return {_statement_key(node, aliases) for node in effective_statements(tree)}
+    return frozenset(_statement_key(node, aliases) for node in effective_statements(tree))
 
 
-def learner_part(tree: ast.Module, stub_source: str | None) -> list[ast.stmt]:
+def learner_part(tree: ast.Module, stub_source: str | None, aliases: dict[str, str] | None = None) -> list[ast.stmt]:
     """The statements a learner wrote: effective ones, minus imports, module docstrings, the
     ``__main__`` block and statements the stub has too (up to local names and docstrings)."""
     given = _stub_keys(stub_source)
-    aliases = _aliases(tree)
+    aliases = _aliases(tree) if aliases is None else aliases
     return [node for node in effective_statements(tree)
             if not isinstance(node, (ast.Import, ast.ImportFrom)) and not _is_docstring(node)
             and not (isinstance(node, ast.If) and _is_main_guard(node)) and _statement_key(node, aliases) not in given]
@@ -270,9 +273,9 @@ def _is_main_guard(node: ast.If) -> bool:
     return "__main__" in _dump(node.test)
 
 
-def normalise(statements: list[ast.stmt], tree: ast.Module) -> str:
+def normalise(statements: list[ast.stmt], tree: ast.Module, aliases: dict[str, str] | None = None) -> str:
     """``statements`` (from ``tree``) as normalised code."""
-    aliases = _aliases(tree)
+    aliases = _aliases(tree) if aliases is None else aliases
     bound = _Bound()
     for node in tree.body:
         if not isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -311,7 +314,8 @@ def fingerprint(source: str | None, stub_source: str | None = None) -> SourceFin
         return SourceFingerprint(False, "", "", 0, frozenset(), f"syntax error: {getattr(exc, 'msg', exc)}")
     except (RecursionError, MemoryError):
         return SourceFingerprint(False, "", "", 0, frozenset(), "could not be parsed: nested too deeply")
-    text = normalise(learner_part(tree, stub_source), tree)
+    aliases = _aliases(tree)
+    text = normalise(learner_part(tree, stub_source, aliases), tree, aliases)
     toks = tokens(text)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16] if text else ""
     return SourceFingerprint(True, text, digest, len(toks), shingles(toks))
