@@ -162,6 +162,8 @@ CONSTRUCTS = {"scan": "scan", "while": "while", "cond": "cond", "remat": "remat"
               "shard_map": "shard_map", "xla_pmap": "pmap", "pmap": "pmap"}
 MAX_NESTING = 64  # sub-jaxpr levels walked; deeper ones are counted, not read
 MAX_SEQUENCE = 3000  # primitives kept in order
+MAX_LOOPS = 400  # constructs listed (a program unrolled into thousands of scans lists the first ones)
+MAX_PATHS = 400  # distinct nesting paths; the rest are counted under "(more)"
 
 
 def _construct(name: str) -> str | None:
@@ -186,7 +188,9 @@ def structure(jaxpr: Any) -> dict[str, Any]:
 
     A path joins, outermost first, the transformations of each equation (relative to its
     enclosing jaxpr, so nested ones add up) and the construct (``scan``, ``while``, ``cond``,
-    ``remat``, ...) of each loop, branch or checkpoint it sits in.
+    ``remat``, ...) of each loop, branch or checkpoint it sits in.  Everything is capped
+    (``MAX_SEQUENCE``, ``MAX_LOOPS``, ``MAX_PATHS``): the answer stays far below the
+    sandbox's answer budget (``plaindata.MAX_ANSWER_ELEMENTS``) whatever the program.
     """
     paths: dict[str, int] = {}
     sequence: list[str] = []
@@ -206,11 +210,13 @@ def structure(jaxpr: Any) -> dict[str, Any]:
         name = eqn.primitive.name
         path = prefix + transforms_of(eqn)
         key = "/".join(path)
+        if key not in paths and len(paths) >= MAX_PATHS:
+            key = "(more)"
         paths[key] = paths.get(key, 0) + 1
         if len(sequence) < MAX_SEQUENCE:
             sequence.append(name)
         construct = _construct(name)
-        if construct is not None:
+        if construct is not None and len(loops) < MAX_LOOPS:
             length = eqn.params.get("length") if construct == "scan" else None
             loops.append({"kind": construct, "path": key, "length": length if isinstance(length, int) else None})
         children = sub_jaxprs(eqn.params)
