@@ -60,6 +60,15 @@ SCENARIOS = {
                                 " open(os.path.join(SANDBOX, 'out.txt')).read(); os.listdir(SANDBOX)"),
     "own_function_code": "def a():\n    return 1\ndef b():\n    return 2\na.__code__ = b.__code__",
     "ast_parse_of_a_library_file": "import ast, json\nast.parse('x = 1', json.__file__)",
+    # CPython's traceback printer parses each shown line's segment under its file's name
+    "thread_dies": ("import threading\ndef work():\n    return 1 / 0\n"
+                    "t = threading.Thread(target=work); t.start(); t.join()"),
+    # a library making coroutine code of its own generators at import (types.coroutine: asyncio, trio)
+    "library_import_makes_code": ("import tempfile; tempfile.tempdir = SANDBOX  # as the worker sets TMPDIR\n"
+                                  "try:\n    import trio\nexcept Exception:  # what it is refused on the way, it handles\n    import asyncio"),
+    # absl names the module that defines a flag (optax's import does it)
+    "absl_defines_a_flag": ("try:\n    from absl import flags\nexcept ImportError:\n    flags = None\n"
+                            "if flags is not None:\n    flags.DEFINE_string('guard_scenario_flag', 'a', 'doc')"),
     # --- refused quietly
     "currentframe": "import inspect\ninspect.currentframe()",
     "inspect_stack": "import inspect\ninspect.stack()",
@@ -101,6 +110,8 @@ SCENARIOS = {
                               "        except PermissionError:\n            pass\n"
                               "log = logging.getLogger('h'); log.addHandler(H()); log.propagate = False\n"
                               "try:\n    1 / 0\nexcept ZeroDivisionError:\n    log.exception('x')\nassert not STOLEN"),
+    "stack_summary_subclass_c_callable": ("class S(traceback.StackSummary):\n    _extract_from_extended_frame_gen = dict\n"
+                                          "S.extract(traceback.walk_stack(None))"),
     "stack_summary_subclass": ("class S(traceback.StackSummary):\n    @classmethod\n"
                                "    def _extract_from_extended_frame_gen(klass, gen, **kw):\n        return list(gen)\n"
                                "S.extract(traceback.walk_stack(None))"),

@@ -31,7 +31,10 @@ ALLOWED = ("namedtuple", "typevar_newtype", "typeddict_functional", "enum_functi
            "capture_locals", "logging_exception", "warnings_stacklevel", "hostname_platform",
            "dev_null_and_own_folder", "own_function_code", "ast_parse_of_a_library_file",
            "repr_during_capture_locals", "handler_sees_no_frame", "patched_builtins", "evil_path_string",
-           "fabricated_events")
+           "fabricated_events", "thread_dies", "absl_defines_a_flag")
+#: never accused, whatever a library may be refused on the way (trio's import asks for
+#: frames and processes, and is refused them: the learner's ``except`` handles it)
+NOT_ACCUSED = ("library_import_makes_code",)
 REFUSED = {  # scenario -> the refusal kind (grader.sandbox.outcomes.REFUSALS)
     "currentframe": "frame", "inspect_stack": "frame", "getframe": "frame", "walk_tb": "frame",
     "walk_stack": "frame", "gi_frame": "frame", "getframe_from_c": "frame", "current_frames": "thread_frames",
@@ -40,6 +43,7 @@ REFUSED = {  # scenario -> the refusal kind (grader.sandbox.outcomes.REFUSALS)
     "ctypes": "ctypes", "marshal_load": "marshal",
     "consumer_with_replaced_walk_stack": "frame", "consumer_with_replaced_lazycache": "frame",
     "consumer_copy_with_own_globals": "frame", "stack_summary_subclass": "frame",
+    "stack_summary_subclass_c_callable": "frame",
 }
 ACCUSED = {
     "compile_under_a_library_name": "spoof_compile", "code_claiming_a_library": "spoof_code",
@@ -78,7 +82,9 @@ def _run(python: str, tmp_path: Path) -> dict:
 @pytest.mark.parametrize("python", _pythons(), ids=lambda p: Path(p).name)
 def test_each_scenario_reaches_its_outcome(python, tmp_path):
     got = _run(python, tmp_path)
-    assert set(got) == set(ALLOWED) | set(REFUSED) | set(ACCUSED)
+    assert set(got) == set(ALLOWED) | set(REFUSED) | set(ACCUSED) | set(NOT_ACCUSED)
+    for name in NOT_ACCUSED:
+        assert got[name]["outcome"] == "ok" and not got[name]["accused"], (name, got[name])
     for name in ALLOWED:
         assert got[name]["outcome"] == "ok" and not got[name]["accused"], (name, got[name])
         # a library may be refused something it handles itself (platform asking `uname`)

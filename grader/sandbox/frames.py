@@ -85,6 +85,8 @@ LATE_CONSUMERS: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("scipy/_lib/_bunch.py", "_make_tuple_bunch", {"_sys": "sys"}),
     ("absl/logging/__init__.py", "ABSLLogger.findCaller", {"sys": "sys", "io": "io", "traceback": "traceback"}),
     ("absl/logging/__init__.py", "_fast_stack_trace", {"inspect": "inspect"}),
+    # absl names the module that defines a flag (optax and absl.logging define flags at import)
+    ("absl/flags/_helpers.py", "get_calling_module_object_and_name", {"sys": "sys"}),
 )
 
 #: Functions that start or stop JAX's profiler: its session installs a profiling hook of
@@ -98,7 +100,19 @@ PROFILER: tuple[tuple[str, str], ...] = (
 WHOLE_MODULES = ("traceback", "linecache")
 
 
-def _resolve(module: str, path: str):
+def _own_class(module: str, path: str):
+    """For a classmethod consumer (``StackSummary.extract``), the class it must be called
+    on: it looks its helpers up on ``klass``, so on a learner's subclass a C callable there
+    (``dict``) would receive the frames with no learner frame on the stack to refuse."""
+    owner_path, _, name = path.rpartition(".")
+    if not owner_path:
+        return None
+    owner = _resolve_object(module, owner_path)
+    raw = owner.__dict__.get(name) if isinstance(owner, type) else None
+    return owner if isinstance(raw, classmethod) else None
+
+
+def _resolve_object(module: str, path: str):
     mod = sys.modules.get(module)
     if mod is None:
         try:
@@ -110,6 +124,11 @@ def _resolve(module: str, path: str):
         obj = getattr(obj, part, None)
         if obj is None:
             return None
+    return obj
+
+
+def _resolve(module: str, path: str):
+    obj = _resolve_object(module, path)
     obj = getattr(obj, "__func__", obj)  # a classmethod's function
     return obj if isinstance(obj, types.FunctionType) else None
 
@@ -223,7 +242,7 @@ def consumer_test(library_file):
             for other in (_resolve(m, p) for m, p in relies_on):
                 if other is not None:
                     pins.follow(other)
-            codes[id(fn.__code__)] = (fn.__globals__, pins.frozen())
+            codes[id(fn.__code__)] = (fn.__globals__, pins.frozen(), _own_class(module, path))
             keep.append(fn.__code__)
     profiler: dict = {}
     for module, path in PROFILER:
@@ -244,6 +263,9 @@ def consumer_test(library_file):
     len_ = len
     dict_get, endswith, late_get, codes_get, profiler_get = dict.get, str.endswith, late.get, codes.get, profiler.get
     missing = object()
+    # a function frame's f_locals: a dict, or on Python 3.13+ a FrameLocalsProxy (PEP 667)
+    locals_type = type_((lambda: sys._getframe().f_locals)())
+    locals_get = locals_type.get
     KeyError_ = KeyError
 
     def plain_keys(namespace) -> bool:
@@ -270,6 +292,10 @@ def consumer_test(library_file):
         code = frame.f_code
         entry = codes_get(id_(code), None)
         if entry is not None:
+            if entry[2] is not None:  # a classmethod: only on its own class, whose names are pinned
+                f_locals = frame.f_locals
+                if type_(f_locals) is not locals_type or locals_get(f_locals, "klass", missing) is not entry[2]:
+                    return False
             return frame.f_globals is entry[0] and pinned(entry[1])
         candidates = late_get(code.co_qualname, None) if type_(code.co_qualname) is str_ else None
         if not candidates:
@@ -292,7 +318,7 @@ def consumer_test(library_file):
 
     def fresh() -> bool:
         """Whether every consumer's names are still the objects they were when this was built."""
-        return all(pinned(frozen) for _, frozen in [*codes.values(), *profiler.values()]) and pinned(late_frozen)
+        return all(pinned(entry[1]) for entry in [*codes.values(), *profiler.values()]) and pinned(late_frozen)
 
     is_consumer.keep = keep
     return is_consumer, is_profiler, fresh

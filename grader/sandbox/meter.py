@@ -31,60 +31,77 @@ from grader import jaxcompat
 
 
 class Meter:
-    def __init__(self, sandbox: str = "") -> None:
-        self._caches = jaxcompat.jax_caches()  # {label: (module, attribute name, cache object)}
-        self._sentinels = jaxcompat.plant_sentinels()  # kept alive here, so they stay cached
-        self._last = {label: cache.cache_info().misses for label, (_, _, cache) in self._caches.items()}
-        self._accusations: list[bytes] = []  # JSON objects, as the guard's violations
-        self._rebound: set[str] = set()
-        self.unmeasured = b'""'  # JSON string: why the counts stopped being measurable ("" while they are)
-        self.sandbox = sandbox.rstrip("/") + "/" if sandbox else ""  # where the learner's files are
+    """The trusted thread's counters.  ``read()``, ``accusations()`` and ``status()`` are
+    closures made here, before any learner code runs: they look up no global, builtin or
+    class attribute at run time (``tests/test_sandbox.py`` reads their bytecode), because
+    the learner's code can reach this module's globals and this class through the class
+    graph (``object.__subclasses__()`` and a method's ``__globals__``, which no audit event
+    covers) and would otherwise run its own code in the trusted thread."""
 
-    def read(self) -> dict[str, int]:
+    def __init__(self, sandbox: str = "") -> None:
+        self.read, self.accusations, self.status = _closures(
+            jaxcompat.jax_caches(),  # {label: (module, attribute name, cache object)}
+            jaxcompat.plant_sentinels(),  # kept alive by the closures, so they stay cached
+            sandbox.rstrip("/") + "/" if sandbox else "")  # where the learner's files are
+
+
+def _closures(caches: dict, sentinels: dict, sandbox: str):
+    callable_, id_, type_, str_, len_, startswith = callable, id, type, str, len, str.startswith
+    function_type, encode = types.FunctionType, _encode
+    # the planted objects ride along in each row: alive as long as the closures, so their
+    # cache entries stay (a cleared cache loses them)
+    rows = tuple((label, module.__dict__, attr, cache, cache.cache_info, cache.cache_keys,
+                  frozenset(id(t) for t in sentinels[label]), tuple(sentinels[label]))
+                 for label, (module, attr, cache) in caches.items())
+    last = {row[0]: row[4]().misses for row in rows}
+    accusations: list[bytes] = []  # JSON objects, as the guard's violations
+    rebound: set = set()
+    state = [b'""']  # JSON string: why the counts stopped being measurable ("" while they are)
+
+    def holds(keys, wanted) -> bool:
+        """Whether one of the planted objects still keys an entry of the cache."""
+        if not wanted:
+            return True  # nothing was planted (a JAX without such entries): nothing to miss
+        for key in keys():
+            ref = key[0]
+            if callable_(ref) and id_(ref()) in wanted:
+                return True
+        return False
+
+    def defined_at(obj) -> tuple:
+        """Where a plain function was defined (file relative to the learner's folder), or
+        ("", 0) for anything else -- read from C slots only, never by calling the object."""
+        if type_(obj) is not function_type:
+            return "", 0
+        code = obj.__code__
+        file = code.co_filename
+        if type_(file) is not str_:
+            return "", 0
+        if sandbox and startswith(file, sandbox):
+            file = file[len_(sandbox):]
+        return file, code.co_firstlineno
+
+    def read() -> dict:
         """{"compiles": misses, "traces": misses} now, and note any sign of tampering."""
         out = {}
-        for label, (module, attr, cache) in self._caches.items():
-            misses = cache.cache_info().misses
-            if misses < self._last[label] or not _holds(cache, self._sentinels[label]):
-                self.unmeasured = b'"caches_cleared"'
-            self._last[label] = misses
-            now = module.__dict__.get(attr)
-            if now is not cache and attr not in self._rebound:
-                self._rebound.add(attr)
-                file, line = _defined_at(now, self.sandbox)
-                self._accusations.append(b'{"kind":"meter_rebind","file":%s,"line":%d}' % (
-                    _encode(file).encode("ascii"), line))
+        for label, namespace, attr, cache, info, keys, wanted, _planted in rows:
+            misses = info().misses
+            if misses < last[label] or not holds(keys, wanted):
+                state[0] = b'"caches_cleared"'
+            last[label] = misses
+            now = namespace.get(attr)
+            if now is not cache and attr not in rebound:
+                rebound.add(attr)
+                file, line = defined_at(now)
+                accusations.append(b'{"kind":"meter_rebind","file":%s,"line":%d}' % (
+                    encode(file).encode("ascii"), line))
             out[label] = misses
         return out
 
-    def accusations(self) -> list[bytes]:
-        return self._accusations
+    def accusations_() -> list:
+        return accusations
 
+    def status() -> bytes:
+        return state[0]
 
-def _defined_at(obj, sandbox: str) -> tuple[str, int]:
-    """Where a plain function was defined (file relative to the learner's folder), or
-    ("", 0) for anything else -- read from C slots only, never by calling the object."""
-    if _type(obj) is not _function:
-        return "", 0
-    code = obj.__code__
-    file = code.co_filename
-    if _type(file) is not _str:
-        return "", 0
-    if sandbox and _startswith(file, sandbox):
-        file = file[_len(sandbox):]
-    return file, code.co_firstlineno
-
-
-def _holds(cache, targets: list) -> bool:
-    """Whether one of ``targets`` still keys an entry of ``cache``."""
-    wanted = {_id(t) for t in targets}
-    for key in cache.cache_keys():
-        ref = key[0]
-        if _callable(ref) and _id(ref()) in wanted:
-            return True
-    return not wanted  # nothing was planted (a JAX without such entries): nothing to miss
-
-
-# Bound now, before any learner code runs: the trusted thread must not look builtins up
-# at run time, where the learner's code may have replaced them.
-_callable, _id, _type, _str, _len, _startswith, _function = callable, id, type, str, len, str.startswith, types.FunctionType
+    return read, accusations_, status

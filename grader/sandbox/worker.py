@@ -271,10 +271,11 @@ class _NoLearner(Exception):
 class _NoMeter:
     """A worker without JAX compiles and traces nothing: its meter reads zeros."""
 
-    unmeasured = b'""'
-
     def read(self) -> dict[str, int]:
         return {"compiles": 0, "traces": 0}
+
+    def status(self) -> bytes:
+        return b'""'
 
     def accusations(self) -> list[bytes]:
         return []
@@ -414,7 +415,7 @@ def _serve_requests(pending: bytes, key: bytes, meter, violations: list, refusal
 
 def _answer_loop(pending, key, meter, violations, refusals, to_learner, from_learner, read, write,
                  hmac_digest, join, int_, len_, ValueError_, OSError_, fd_in, fd_out, max_line) -> None:
-    meter_read, meter_accusations = meter.read, meter.accusations
+    meter_read, meter_accusations, meter_status = meter.read, meter.accusations, meter.status
     buf = pending
     sent = 0  # refusals already reported
     first = True
@@ -447,7 +448,7 @@ def _answer_loop(pending, key, meter, violations, refusals, to_learner, from_lea
         fresh = refusals[sent:]
         sent += len_(fresh)
         header = b'{"id":%d,"compiles":%d,"traces":%d,"unmeasured":%s,"integrity":[%s],"refused":[%s]}' % (
-            rid, after["compiles"] - before["compiles"], after["traces"] - before["traces"], meter.unmeasured,
+            rid, after["compiles"] - before["compiles"], after["traces"] - before["traces"], meter_status(),
             join(violations + meter_accusations()), join(fresh))
         mac = hmac_digest(key, header + b"\n" + body, "sha256").hex().encode("ascii")
         out = mac + b" %d " % len_(header) + header + body + b"\n"
