@@ -33,6 +33,30 @@ def primitive_counts(jaxpr) -> dict[str, int]:
     return dict(Counter(eqn.primitive.name for eqn in walk_equations(jaxpr)))
 
 
+def largest_value(jaxpr) -> dict:
+    """The value with the most elements anywhere in ``jaxpr`` (inputs, constants and every
+    equation's outputs, sub-jaxprs included): ``{"elements", "aval"}``.  What a program
+    materialises at least once, e.g. an ``n x n`` Hessian."""
+    best = {"elements": 0, "aval": ""}
+    stack = [_inner(jaxpr)]
+    while stack:
+        j = stack.pop()
+        values = list(j.invars) + list(j.constvars) + [v for eqn in j.eqns for v in eqn.outvars]
+        for var in values:
+            aval = getattr(var, "aval", None)
+            shape = getattr(aval, "shape", None)
+            if shape is None:
+                continue
+            size = 1
+            for d in shape:
+                size *= int(d)
+            if size > best["elements"]:
+                best = {"elements": size, "aval": str(aval)}
+        for eqn in j.eqns:
+            stack.extend(_inner(sub) for sub in jaxcompat.jaxprs_in_params(eqn.params))
+    return best
+
+
 def jaxpr_summary(jaxpr) -> dict:
     """Plain-data facts about a (closed) jaxpr, for the trusted side to judge."""
     inner = _inner(jaxpr)

@@ -49,6 +49,11 @@ WHILE_PRIMITIVE = "while"
 #: The primitive ``jax.shard_map`` leaves in a jaxpr (``jax.experimental.shard_map`` makes the same one).
 SHARD_MAP_PRIMITIVE = "shard_map"
 SCAN_PRIMITIVE = "scan"
+#: Where a jaxpr draws random bits from a key: one equation per draw (under ``vmap`` one for
+#: the whole batch); ``threefry2x32`` is how older JAX spelled it without typed keys.
+RANDOM_BITS_PRIMITIVES = ("random_bits", "threefry2x32")
+#: A function defined with ``jax.custom_vjp``, as its jaxpr shows it (older JAX: ``..._jaxpr``).
+CUSTOM_VJP_PRIMITIVES = ("custom_vjp_call", "custom_vjp_call_jaxpr")
 
 
 def jaxprs_in_params(params):
@@ -66,6 +71,16 @@ def shard_map_checks_vma(params) -> bool:
         if name in params:
             return bool(params[name])
     raise KeyError("a shard_map equation without check_vma or check_rep: update grader.jaxcompat")
+
+
+def key_reuse_checker():
+    """JAX's key-reuse checker as a static check: ``checker(fun, *args)`` traces ``fun`` (compiling
+    nothing) and raises ``jax.errors.KeyReuseError`` where a typed key is consumed twice -- the
+    analysis ``jax.debug_key_reuse(True)`` applies to every jitted function.  Legacy
+    ``uint32[2]`` keys are not tracked.  Returned (not called) so a probe binds it at import."""
+    from jax.experimental.key_reuse._core import check_key_reuse  # no public spelling in jax 0.10
+
+    return check_key_reuse
 
 
 def unregister_duration_listener(listener) -> None:

@@ -230,3 +230,38 @@ def test_equations_carry_the_transformations_that_made_them():
     assert {"vmap/jvp", "vmap/transpose/jvp"} <= set(paths), paths
     inner = jax.make_jaxpr(jax.vmap(jax.jit(jax.grad(loss)), in_axes=(None, 0)))(jnp.ones((3, 2)), jnp.ones((4, 3)))
     assert "vmap/transpose/jvp" in jaxpr_canon.structure(inner)["paths"]  # a jit inside: prefixes add up
+
+
+def test_random_bits_primitive_is_one_per_draw_and_one_under_vmap():
+    def loop(key, xs):
+        return jnp.stack([x + jax.random.normal(k, x.shape) for k, x in zip(jax.random.split(key, xs.shape[0]), xs)])
+
+    def vmapped(key, xs):
+        return jax.vmap(lambda k, x: x + jax.random.normal(k, x.shape))(jax.random.split(key, xs.shape[0]), xs)
+
+    def bits(f, key, batch):
+        counts = ir.primitive_counts(jax.make_jaxpr(f)(key, jnp.zeros((batch, 3))))
+        return sum(counts.get(p, 0) for p in jaxcompat.RANDOM_BITS_PRIMITIVES)
+
+    for key in (jax.random.key(0), jax.random.PRNGKey(0)):  # typed and legacy keys
+        assert bits(loop, key, 2) == 2 and bits(loop, key, 5) == 5
+        assert bits(vmapped, key, 2) == bits(vmapped, key, 5) == 1
+
+
+def test_custom_vjp_primitive_and_largest_value():
+    @jax.custom_vjp
+    def ident(x):
+        return x
+
+    ident.defvjp(lambda x: (x, None), lambda _, g: (g,))
+    closed = jax.make_jaxpr(jax.jit(ident))(jnp.ones(3))
+    assert any(ir.primitive_counts(closed).get(p) for p in jaxcompat.CUSTOM_VJP_PRIMITIVES)
+
+    def f(x):
+        return jnp.sum(jnp.sin(x) * jnp.sum(x))
+
+    x = jnp.ones(64)
+    hessian = ir.largest_value(jax.make_jaxpr(lambda v: jax.hessian(f)(x) @ v)(x))
+    assert hessian["elements"] == 64 * 64 and "64,64" in hessian["aval"]
+    hvp = ir.largest_value(jax.make_jaxpr(lambda v: jax.jvp(jax.grad(f), (x,), (v,))[1])(x))
+    assert hvp["elements"] == 64
