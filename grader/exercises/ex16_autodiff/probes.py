@@ -1,0 +1,215 @@
+"""Probes for exercise 16 (forward and reverse mode, custom derivatives), run in the sandbox beside
+the learner's code, and one run in the clean worker.  Each returns plain data; the verdicts are
+the tests'.
+
+The functions handed to the learner's ``hvp`` and ``jacobian`` are the grader's own, made here
+by ``build`` from a name and plain parameters (``functions.py`` lists them with their exact
+derivatives).
+
+``hvp_values(ctx, cases)``
+    ``jax.jit(lambda x, v: hvp(f, x, v))`` on each case.
+``hvp_largest(ctx, name, params, n)``
+    the largest value anywhere in the jaxpr of ``hvp(f, x, v)`` at size ``n`` (tracing only).
+``jacobian_values(ctx, cases)``
+    ``jax.jit(lambda x: jacobian(f, x))`` on each case, and the flops XLA's cost analysis counts
+    for that compiled program; host callbacks in its jaxpr (their work is invisible to the cost
+    analysis) are listed.
+``clip_values(ctx, cases)``
+    ``clip_gradient(lo, hi, x)``, and ``jax.grad`` of ``sum(w * clip_gradient(lo, hi, x))`` in
+    ``x``, called as they are (no jit); ``lo`` and ``hi`` are Python floats.
+``clip_composed(ctx, lo, hi, xs, ws)``
+    ``jax.jit(jax.vmap(jax.grad(...)))`` of the same per example, and whether the jaxpr of
+    ``clip_gradient`` holds a ``custom_vjp_call``.
+``softmax_values(ctx, cases)``
+    ``jax.vjp(softmax, x)`` called as it is: the output, the cotangent ``g`` pulled back, and the
+    leaves of the VJP function (what reverse mode keeps for the backward pass); and the output
+    under ``jax.jit``.
+
+In the clean worker (no learner code): ``truth_jacobian_flops(ctx, cases)``, what
+``jax.jacfwd(f)`` and ``jax.jacrev(f)`` cost, each jitted, on the installed JAX and XLA.
+
+An error of the learner's code is recorded as its first line (a ``NotImplementedError``
+propagates, so the check says "not implemented").  JAX entry points are bound at import,
+before the learner's module loads.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import stages as _stages
+
+from grader import ir, jaxcompat
+from grader.compiles import OPAQUE_PRIMITIVES
+
+_jit = jax.jit
+_grad = jax.grad
+_vjp = jax.vjp
+_vmap = jax.vmap
+_jacfwd = jax.jacfwd
+_jacrev = jax.jacrev
+_make_jaxpr = jax.make_jaxpr
+_device_put = jax.device_put
+_block = jax.block_until_ready
+_leaves = jax.tree.leaves
+_logsumexp = jax.nn.logsumexp
+_Array = jax.Array
+_sum = jnp.sum
+_dot = jnp.dot
+_sin = jnp.sin
+_tanh = jnp.tanh
+_compile = _stages.Lowered.compile
+_cost_analysis = _stages.Compiled.cost_analysis
+_asarray = np.asarray
+_CUSTOM_VJP = jaxcompat.CUSTOM_VJP_PRIMITIVES
+MAX_LEAVES = 16
+
+
+def _first_line(exc: BaseException) -> str:
+    if isinstance(exc, NotImplementedError):
+        raise exc
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
+
+
+def build(name: str, params: dict):
+    """The grader's function ``name`` (``functions.py``) with ``params`` as constants."""
+    p = {k: _device_put(np.asarray(v, np.float32)) for k, v in params.items()}
+    if name == "quartic":
+        return lambda x: 0.25 * _sum(x ** 4) + 0.5 * _dot(p["a"], x) ** 2
+    if name == "sine":
+        return lambda x: _sum(p["c"] * _sin(x))
+    if name == "logsumexp":
+        return lambda x: _logsumexp(p["A"] @ x)
+    if name == "tanh_layer":
+        return lambda x: _tanh(p["W"] @ x + p["b"])
+    if name == "sin_mix":
+        return lambda x: p["s"] * (p["W"] @ _sin(x))
+    raise ValueError(f"unknown function {name!r}")
+
+
+def _array(value) -> dict:
+    if isinstance(value, _Array) or isinstance(value, np.ndarray):
+        return {"out": _asarray(value)}
+    return {"error": f"returned a {type(value).__module__}.{type(value).__qualname__}, not an array"}
+
+
+def _attempt(fn, *args) -> dict:
+    try:
+        return _array(_block(fn(*args)))
+    except Exception as exc:  # noqa: BLE001 - measured, not judged
+        return {"error": _first_line(exc)}
+
+
+# --- part A: hvp ------------------------------------------------------------------------------------
+
+def hvp_values(ctx, cases: list) -> list:
+    fn = ctx.function("hvp")
+    out = []
+    for c in cases:
+        f = build(c["name"], c["params"])
+        out.append(_attempt(_jit(lambda x, v, f=f: fn(f, x, v)), _device_put(c["x"]), _device_put(c["v"])))
+    return out
+
+
+def hvp_largest(ctx, name: str, params: dict, n: int) -> dict:
+    """The largest value in the jaxpr of ``hvp(f, x, v)`` for x, v of size ``n``."""
+    fn = ctx.function("hvp")
+    f = build(name, params)
+    zeros = _device_put(np.zeros(int(n), np.float32))
+    try:
+        return ir.largest_value(_make_jaxpr(lambda x, v: fn(f, x, v))(zeros, zeros))
+    except Exception as exc:  # noqa: BLE001
+        return {"error": _first_line(exc)}
+
+
+# --- part B: jacobian -------------------------------------------------------------------------------
+
+def _cost(jitted, x) -> dict:
+    compiled = _compile(jitted.lower(x))
+    cost = _cost_analysis(compiled)
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    return {"flops": float(cost.get("flops", 0.0))}
+
+
+def jacobian_values(ctx, cases: list) -> list:
+    fn = ctx.function("jacobian")
+    out = []
+    for c in cases:
+        f = build(c["name"], c["params"])
+        jitted = _jit(lambda x, f=f: fn(f, x))
+        x = _device_put(c["x"])
+        res = _attempt(jitted, x)
+        if "out" in res:
+            try:
+                counts = ir.primitive_counts(_make_jaxpr(lambda x, f=f: fn(f, x))(x))
+                res["opaque"] = sorted(p for p in counts if p in OPAQUE_PRIMITIVES)
+                res.update(_cost(jitted, x))
+            except Exception as exc:  # noqa: BLE001
+                res["cost_error"] = _first_line(exc)
+        out.append(res)
+    return out
+
+
+def truth_jacobian_flops(ctx, cases: list) -> list:
+    """XLA's flops for ``jax.jit(jax.jacfwd(f))`` and ``jax.jit(jax.jacrev(f))`` on each case."""
+    out = []
+    for c in cases:
+        f, x = build(c["name"], c["params"]), _device_put(c["x"])
+        out.append({"jacfwd": _cost(_jit(_jacfwd(f)), x)["flops"], "jacrev": _cost(_jit(_jacrev(f)), x)["flops"]})
+    return out
+
+
+# --- part C: clip_gradient --------------------------------------------------------------------------
+
+def _clip_loss(fn, lo: float, hi: float):
+    return lambda x, w: _sum(w * fn(lo, hi, x))
+
+
+def clip_values(ctx, cases: list) -> list:
+    fn = ctx.function("clip_gradient")
+    out = []
+    for c in cases:
+        lo, hi = float(c["lo"]), float(c["hi"])
+        x, w = _device_put(c["x"]), _device_put(c["w"])
+        out.append({"forward": _attempt(fn, lo, hi, x), "grad": _attempt(_grad(_clip_loss(fn, lo, hi)), x, w)})
+    return out
+
+
+def clip_composed(ctx, lo: float, hi: float, xs, ws) -> dict:
+    fn = ctx.function("clip_gradient")
+    lo, hi = float(lo), float(hi)
+    xs, ws = _device_put(xs), _device_put(ws)
+    res = {"grads": _attempt(_jit(_vmap(_grad(_clip_loss(fn, lo, hi)))), xs, ws)}
+    try:
+        counts = ir.primitive_counts(_make_jaxpr(lambda x: fn(lo, hi, x))(xs[0]))
+        res["custom_vjp"] = any(counts.get(p, 0) for p in _CUSTOM_VJP)
+    except Exception as exc:  # noqa: BLE001
+        res["jaxpr_error"] = _first_line(exc)
+    return res
+
+
+# --- part D: softmax --------------------------------------------------------------------------------
+
+def softmax_values(ctx, cases: list) -> list:
+    fn = ctx.function("softmax")
+    out = []
+    for c in cases:
+        x, g = _device_put(c["x"]), _device_put(c["g"])
+        res: dict = {}
+        try:
+            y, pullback = _vjp(fn, x)
+            res["y"] = _array(_block(y))
+            ct = pullback(g)
+            res["ct"] = _array(_block(ct[0] if isinstance(ct, tuple) and len(ct) == 1 else ct))
+            leaves = _leaves(pullback)
+            res["residuals"] = [_asarray(leaf) if isinstance(leaf, _Array) else
+                                {"type": f"{type(leaf).__module__}.{type(leaf).__qualname__}"}
+                                for leaf in leaves[:MAX_LEAVES]]
+            res["residual_count"] = len(leaves)
+        except Exception as exc:  # noqa: BLE001
+            res["error"] = _first_line(exc)
+        res["jit"] = _attempt(_jit(fn), x)
+        out.append(res)
+    return out
