@@ -12,6 +12,9 @@ fixed inputs) and returns plain facts, never a verdict.  Kinds:
                the learner's functions, and every compile after the first call
                (``later_compiles``: a function jitted afresh on each call); then XLA's ``cost_analysis`` (flops, bytes
                accessed) of the jitted function and its median run time.
+               ``bind``: positional arguments bound before each call's own, held fixed (never
+               traced): plain values (``clip_gradient(lo, hi, x)``'s bounds), or
+               ``{"source", "fn_name"}``, a function the spec writes (``hvp(f, x, v)``'s ``f``).
 ``value``      call ``target`` once per call in ``calls`` and return the outputs (pure-Python
                functions; ``numpy = true`` hands arrays over as NumPy, as a data loader would).
 ``jaxpr_arg``  trace a function the spec writes (``source``) and hand the ``ClosedJaxpr``
@@ -291,15 +294,17 @@ def _target(ctx, spec: dict) -> tuple[Callable, Callable]:
         fn = getattr(_build(ctx, spec["build"])[int(target["built"])], str(target["method"]))
         return fn, _jit(fn).lower
     fn = ctx.function(target)
+    bound = tuple(_spec_function(b["source"], b["fn_name"]) if isinstance(b, Mapping) else b
+                  for b in spec.get("bind") or ())
     static = spec.get("static") or {}
-    f = _partial(fn, **static) if static else fn
+    f = _partial(fn, *bound, **static) if bound or static else fn
     if spec.get("transform") == "grad":
         argnums = tuple(spec.get("argnums", [0]))
         inner = f
         g = _grad(lambda *a, **k: _jsum(_first_output(inner(*a, **k))), argnums=argnums)
         return g, _jit(g).lower
     own_lower = getattr(fn, "lower", None)
-    if callable(own_lower):
+    if callable(own_lower) and not bound:
         return f, lambda *a, **k: own_lower(*a, **static, **k)
     return f, _jit(f).lower
 
