@@ -265,3 +265,31 @@ def test_custom_vjp_primitive_and_largest_value():
     assert hessian["elements"] == 64 * 64 and "64,64" in hessian["aval"]
     hvp = ir.largest_value(jax.make_jaxpr(lambda v: jax.jvp(jax.grad(f), (x,), (v,))[1])(x))
     assert hvp["elements"] == 64
+
+
+def test_key_reuse_checker_traces_and_sees_typed_keys_only():
+    check = jaxcompat.key_reuse_checker()
+
+    def twice(key):
+        return jax.random.normal(key, (2,)) + jax.random.normal(key, (2,))
+
+    def split_then_draw(key):
+        a, _ = jax.random.split(key)
+        return jax.random.normal(a, (2,)) + jax.random.normal(key, (2,))
+
+    def fresh(key):
+        a, b = jax.random.split(key)
+        return jax.random.normal(a, (2,)) + jax.random.normal(b, (2,))
+
+    for bad in (twice, split_then_draw):
+        try:
+            check(bad, jax.random.key(0))
+        except jax.errors.KeyReuseError:
+            pass
+        else:
+            raise AssertionError(f"{bad.__name__}: no KeyReuseError")
+    check(fresh, jax.random.key(0))
+    check(twice, jax.random.PRNGKey(0))  # a legacy uint32[2] key is not tracked
+    # fold_in does not consume its key, and a key closed over under vmap is not seen
+    check(lambda key: [jax.random.normal(jax.random.fold_in(key, i), (2,)) for i in range(3)], jax.random.key(0))
+    check(lambda key: jax.vmap(lambda x: x + jax.random.normal(key, x.shape))(jnp.zeros((3, 2))), jax.random.key(0))
