@@ -155,7 +155,7 @@ def judge_jacobian_cost(got: list[dict], truth: list[dict], cases: list[dict]) -
             advice = ("forward mode (jax.jacfwd) computes one column per input: cheap for a tall Jacobian; reverse "
                       "mode (jax.jacrev) one row per output: cheap for a wide one. Compare the output size "
                       "(jax.eval_shape(f, x).shape) with the input size and pick")
-            raise _fail(f"jacobian costs {flops:.0f} flops; the cheaper mode, {cheaper}, {best:.0f}",
+            raise _fail(f"for {words}, jacobian costs {flops:.0f} flops; the cheaper mode, {cheaper}, {best:.0f}",
                         f"for {words}, jacobian costs more than {COST_SLACK}x the cheaper mode ({cheaper}); "
                         f"its cost is like {like}'s", advice,
                         measured=f"{flops:.0f} flops (jacfwd {costs['jacfwd']:.0f}, jacrev {costs['jacrev']:.0f})",
