@@ -1,0 +1,151 @@
+"""Exercise 16's trusted side and probes, against the live JAX: the float64 derivatives equal what
+JAX computes, the facts the statement quotes, the costs the clean worker measures, and verdicts
+that catch the mistakes the fixtures make (run here in-process on plain Python functions); and
+grade compare's ``bind``, which hands a spec's function to the learner's."""
+
+import types
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from grader.exercises.ex16_autodiff import functions, judges, probes
+from grader.feedback import CheckFailed
+from grader.probes import fingerprint
+
+
+def _ctx(**fns):
+    return types.SimpleNamespace(function=lambda name: fns[name], roots=None)
+
+
+def fwd_over_rev(f, x, v):
+    return jax.jvp(jax.grad(f), (x,), (v,))[1]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_float64_references_equal_jax(seed):
+    rng = np.random.default_rng(seed)
+    for name in functions.SCALAR:
+        params, x = functions.draw_params(rng, name, 7), rng.normal(size=7).astype(np.float32)
+        np.testing.assert_allclose(functions.hessian(name, params, x), jax.hessian(probes.build(name, params))(x),
+                                   rtol=1e-4, atol=1e-5)
+    for name in functions.VECTOR:
+        params, x = functions.draw_params(rng, name, 5, 9), rng.normal(size=5).astype(np.float32)
+        np.testing.assert_allclose(functions.jacobian(name, params, x), jax.jacfwd(probes.build(name, params))(x),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_hvp_judges_value_and_the_hessian_it_builds():
+    cases = judges.draw_hvp_cases(np.random.default_rng(0))
+    judges.judge_hvp(probes.hvp_values(_ctx(hvp=fwd_over_rev), cases), cases)
+    with pytest.raises(CheckFailed):
+        judges.judge_hvp(probes.hvp_values(_ctx(hvp=lambda f, x, v: jax.grad(f)(x) * v), cases), cases)
+    params = functions.draw_params(np.random.default_rng(1), "quartic", judges.HESSIAN_SIZE)
+    judges.judge_hvp_largest(probes.hvp_largest(_ctx(hvp=fwd_over_rev), "quartic", params, judges.HESSIAN_SIZE))
+    whole = probes.hvp_largest(_ctx(hvp=lambda f, x, v: jax.hessian(f)(x) @ v), "quartic", params,
+                               judges.HESSIAN_SIZE)
+    assert whole["elements"] == judges.HESSIAN_SIZE ** 2
+    with pytest.raises(CheckFailed) as err:
+        judges.judge_hvp_largest(whole)
+    assert "n x n Hessian" in err.value.diagnosis
+
+
+def test_the_cheaper_mode_by_the_statements_numbers():
+    def layer(m, n):
+        w = (0.01 * (np.arange(m)[:, None] - np.arange(n)[None, :])).astype(np.float32)
+        return {"name": "tanh_layer", "params": {"W": w, "b": np.zeros(m, np.float32)},
+                "x": np.linspace(-1, 1, n, dtype=np.float32), "m": m}
+
+    cases = [layer(4, 128), layer(128, 4)]
+    truth = probes.truth_jacobian_flops(None, cases)
+    wide, tall = truth
+    assert wide["jacrev"] * 20 < wide["jacfwd"] and tall["jacfwd"] * 20 < tall["jacrev"]
+    assert (wide["jacfwd"], wide["jacrev"], tall["jacfwd"], tall["jacrev"]) == (166404, 5188, 6816, 197760)
+
+    def pick(f, x):
+        m = jax.eval_shape(f, x).shape[0]
+        return jax.jacfwd(f)(x) if m >= x.shape[0] else jax.jacrev(f)(x)
+
+    got = probes.jacobian_values(_ctx(jacobian=pick), cases)
+    judges.judge_jacobian_values(got, cases)
+    judges.judge_jacobian_cost(got, truth, cases)
+    for wrong in (lambda f, x: jax.jacfwd(f)(x), lambda f, x: jax.jacrev(f)(x)):
+        got = probes.jacobian_values(_ctx(jacobian=wrong), cases)
+        judges.judge_jacobian_values(got, cases)
+        with pytest.raises(CheckFailed) as err:
+            judges.judge_jacobian_cost(got, truth, cases)
+        assert "costs more than" in err.value.diagnosis
+
+
+def test_clip_gradient_judges_and_a_custom_jvp_cannot_clip():
+    @jax.custom_vjp
+    def clip(lo, hi, x):
+        return x
+
+    clip.defvjp(lambda lo, hi, x: (x, (lo, hi)), lambda res, g: (None, None, jnp.clip(g, *res)))
+    cases = judges.draw_clip_cases(np.random.default_rng(0))
+    assert judges.clip_labels(cases) == {"below", "inside", "above", "1d", "2d"}
+    judges.judge_clip(probes.clip_values(_ctx(clip_gradient=clip), cases), cases)
+    case = judges.draw_composed_case(np.random.default_rng(1))
+    judges.judge_clip_composed(probes.clip_composed(_ctx(clip_gradient=clip), case["lo"], case["hi"], case["xs"],
+                                                    case["ws"]), case)
+    with pytest.raises(CheckFailed) as err:
+        judges.judge_clip(probes.clip_values(_ctx(clip_gradient=lambda lo, hi, x: jnp.clip(x, lo, hi)), cases), cases)
+    assert "clips the values" in err.value.diagnosis
+
+    @jax.custom_jvp
+    def tangent_clip(x):
+        return x
+
+    tangent_clip.defjvp(lambda p, t: (p[0], jnp.clip(t[0], -1.0, 1.0)))
+    with pytest.raises(NotImplementedError, match="Transpose rule .* for 'min' not implemented"):
+        jax.grad(lambda x: jnp.sum(tangent_clip(x)))(jnp.ones(3))
+
+    @partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+    def static_clip(lo, hi, x):
+        return x
+
+    static_clip.defvjp(lambda lo, hi, x: (x, None), lambda lo, hi, _, g: (jnp.clip(g, lo, hi),))
+    judges.judge_clip(probes.clip_values(_ctx(clip_gradient=static_clip), cases), cases)  # lo, hi never traced
+    with pytest.raises(jax.errors.UnexpectedTracerError):
+        jax.jit(lambda lo, x: static_clip(lo, 1.0, x))(-1.0, jnp.ones(2))
+
+
+def _stable(x):
+    e = jnp.exp(x - jnp.max(x, axis=-1, keepdims=True))
+    return e / jnp.sum(e, axis=-1, keepdims=True)
+
+
+def test_softmax_residuals_tell_custom_vjp_from_autodiff():
+    @jax.custom_vjp
+    def softmax(x):
+        return _stable(x)
+
+    softmax.defvjp(lambda x: (_stable(x),) * 2, lambda y, g: (y * (g - jnp.sum(g * y, axis=-1, keepdims=True)),))
+    cases, labels = judges.draw_softmax_cases(np.random.default_rng(0))
+    got = probes.softmax_values(_ctx(softmax=softmax), cases)
+    judges.judge_softmax(got, cases, labels)
+    judges.judge_softmax_residuals(got, cases)
+    plain = probes.softmax_values(_ctx(softmax=_stable), cases)
+    judges.judge_softmax(plain, cases, labels)
+    with pytest.raises(CheckFailed) as err:
+        judges.judge_softmax_residuals(plain, cases)
+    assert "keeps 5 arrays" in err.value.diagnosis
+    x = jnp.float32([1e4, -1e4, 0, 9999])  # the statement's numbers
+    np.testing.assert_allclose(_stable(x), [0.7311, 0, 0, 0.2689], atol=1e-4)
+    assert np.isnan(np.asarray(jnp.exp(x) / jnp.sum(jnp.exp(x)))).tolist() == [True, False, False, True]
+    counts = [[leaf.nbytes for leaf in jax.tree.leaves(jax.vjp(f, x)[1])] for f in (_stable, jax.nn.softmax, softmax)]
+    assert [(len(c), sum(c)) for c in counts] == [(5, 44), (3, 24), (1, 16)]
+
+
+def test_compare_binds_a_function_and_plain_values():
+    hvp = fingerprint.measure(_ctx(hvp=fwd_over_rev), {
+        "kind": "jax", "target": "hvp", "bind": [{"source": "def f(x):\n    return jnp.sum(x ** 4)\n", "fn_name": "f"}],
+        "calls": [{"args": [np.ones(4, np.float32), np.ones(4, np.float32)], "kwargs": {}}]})
+    assert "errors" not in hvp and hvp["output"] is not None
+    clip = fingerprint.measure(_ctx(clip=lambda lo, hi, x: jnp.clip(x, lo, hi)), {
+        "kind": "jax", "target": "clip", "bind": [-1.0, 1.0], "transform": "grad", "argnums": [0],
+        "calls": [{"args": [np.float32([-2, 0.5, 3])], "kwargs": {}}]})
+    assert "errors" not in clip
