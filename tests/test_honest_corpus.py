@@ -7,7 +7,7 @@ files next to the learner's file, tempfile/pickle, timers, functools, inspect, t
 matplotlib, SciPy, JAX's profiler and debugging tools, a ``__main__`` block, ...), each used
 at import time and inside the graded calls.  The idioms are spread over ``BUNDLES``
 variants per exercise, every idiom in one of them, so each exercise meets every idiom:
-one grading per exercise and bundle (17 x 9 = 153 gradings; at least 150 is asserted).
+one grading per exercise and bundle (19 x 9 = 171 gradings; at least 150 is asserted).
 
 What a grading runs: each exercise's cheapest *measured* hidden checks (the ones an
 integrity verdict would zero: compile counts, jaxpr and HLO measurements in the learner's
@@ -50,6 +50,8 @@ SELECTED = {
     12: ("momentum_step_compiles_once",),
     13: ("dense_is_a_pytree", "pure_step_writes_no_globals"),
     14: ("switch_compiles_once",),
+    15: ("init_mlp_keys_independent", "noise_one_draw_per_batch"),  # JAX's key-reuse checker, a jaxpr
+    16: ("hvp_never_forms_the_hessian", "softmax_keeps_only_its_output"),
     17: ("predicts_batch_split", "fsdp_gathers_weights"),
     18: ("megatron_one_all_reduce",),
     19: ("softmax_kernel_layout",),
