@@ -121,3 +121,9 @@ def _number(value) -> str:
     """One array element as a learner reads it: ``-4.16019`` or ``3``, not ``np.float32(-4.16019)``."""
     item = np.asarray(value).item()
     return f"{item:.6g}" if isinstance(item, float) else str(item)
+
+
+def fail(message: str, *, measured, expected, diagnosis: str, advice: str):
+    """Raise ``CheckFailed`` whose hint is its advice: the shape of most judges' verdicts."""
+    __tracebackhide__ = True
+    raise CheckFailed(message, measured=measured, expected=expected, hint=advice, diagnosis=diagnosis, advice=advice)

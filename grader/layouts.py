@@ -98,3 +98,19 @@ def recognise(record, result, prefer) -> str:
         if has_layout(record, axes, result):
             return describe_axes(axes)
     return "laid out in some other way"
+
+
+def draw_mlp(rng):
+    """Exercise 4's MLP problem, shared by the sharding exercises (4, 17, 18): a batch that
+    splits over 2, 4 and 8 devices, a hidden layer wider than the output, as in a real MLP,
+    and weights scaled by fan-in so values stay O(1)."""
+    import numpy as np
+
+    b = int(rng.choice([24, 32, 40, 48]))
+    d = int(rng.choice([8, 16, 24]))
+    h = int(rng.choice([32, 40, 48, 64]))
+    o = int(rng.choice([8, 16, 24]))
+    x = rng.normal(size=(b, d)).astype(np.float32)
+    w1 = (rng.normal(size=(d, h)) / np.sqrt(d)).astype(np.float32)
+    w2 = (rng.normal(size=(h, o)) / np.sqrt(h)).astype(np.float32)
+    return x, w1, w2

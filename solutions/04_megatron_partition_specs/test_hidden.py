@@ -17,7 +17,8 @@ import pytest
 from grader.exercises.ex04_megatron.judges import (describe_axes, expect_on_given_mesh, expect_placed, has_layout,
                                          mlp_reference, recognise, where)
 from grader.coverage import Coverage, check_rng, ensure
-from grader.feedback import CheckFailed, expect_array
+from grader.feedback import CheckFailed, expect_array, fail
+from grader.layouts import draw_mlp as draw_problem
 from grader.ir import collective_counts
 
 PRIMARY_MESH = (2, 4)
@@ -28,17 +29,6 @@ NAMES = ("x", "w1", "w2")
 LAYOUT = {"x": ("data", None), "w1": (None, "model"), "w2": ("model", None), "out": ("data", None)}
 PRIMARY_TEST, SECOND_TEST = "test_numerics_match_unsharded", "test_second_mesh_shape"
 PRIMARY_LABEL, SECOND_LABEL = "on the 2x4 mesh", "on the second mesh shape"  # the second one's size is drawn
-
-
-def draw_problem(rng):
-    b = int(rng.choice([24, 32, 40, 48]))
-    d = int(rng.choice([8, 16, 24]))
-    h = int(rng.choice([32, 40, 48, 64]))  # wider than o, as in a real MLP (see README)
-    o = int(rng.choice([8, 16, 24]))
-    x = rng.normal(size=(b, d)).astype(np.float32)
-    w1 = (rng.normal(size=(d, h)) / np.sqrt(d)).astype(np.float32)
-    w2 = (rng.normal(size=(h, o)) / np.sqrt(h)).astype(np.float32)
-    return x, w1, w2
 
 
 def draw_second(rng):
@@ -124,10 +114,6 @@ def off_layout(result):
 
 def inputs_text(off):
     return "; ".join(f"{name} has {what}" for name, what in off)
-
-
-def fail(message, *, measured, expected, diagnosis, advice):
-    raise CheckFailed(message, measured=measured, expected=expected, hint=advice, diagnosis=diagnosis, advice=advice)
 
 
 def expect_layout(name, record, mesh_shape, result, label):

@@ -14,9 +14,11 @@ import itertools
 import numpy as np
 
 from grader.feedback import CheckFailed
+from grader.feedback import fail as _fail
 from grader.ir import collective_counts
 from grader.jaxcompat import COLLECTIVE_OPCODES
 from grader.layouts import describe_axes, has_layout, recognise
+from grader.layouts import draw_mlp as draw_fsdp_problem
 
 NAMES = ("x", "w1", "w2")
 F32_BYTES = 4
@@ -156,10 +158,6 @@ def where(mesh_shape) -> str:
     return f"on the {mesh_shape[0]}x{mesh_shape[1]} mesh"
 
 
-def _fail(message, *, measured, expected, diagnosis, advice):
-    raise CheckFailed(message, measured=measured, expected=expected, hint=advice, diagnosis=diagnosis, advice=advice)
-
-
 def expect_ran(result: dict, mesh_shape, label: str) -> None:
     if "error" in result:
         advice = ("fsdp_specs() returns a PartitionSpec per input; fsdp_mlp(mesh, x, w1, w2) must trace under "
@@ -241,13 +239,3 @@ def judge_fsdp_output(result: dict, mesh_shape, label: str) -> None:
           expected=f"output: {describe_axes(FSDP_X)}",
           diagnosis=f"{label}: the output has {what}, not rows split over 'data' and columns whole", advice=advice)
 
-
-def draw_fsdp_problem(rng):
-    b = int(rng.choice([24, 32, 40, 48]))
-    d = int(rng.choice([8, 16, 24]))
-    h = int(rng.choice([32, 40, 48, 64]))
-    o = int(rng.choice([8, 16, 24]))
-    x = rng.normal(size=(b, d)).astype(np.float32)
-    w1 = (rng.normal(size=(d, h)) / np.sqrt(d)).astype(np.float32)
-    w2 = (rng.normal(size=(h, o)) / np.sqrt(h)).astype(np.float32)
-    return x, w1, w2

@@ -12,16 +12,13 @@ from __future__ import annotations
 import numpy as np
 
 from grader.feedback import CheckFailed
+from grader.feedback import fail as _fail
 from grader.ir import collective_counts, collective_permute_pairs
-from grader.layouts import has_layout, recognise
+from grader.layouts import draw_mlp, has_layout, recognise
 
 
 def where(mesh_shape) -> str:
     return f"on the {mesh_shape[0]}x{mesh_shape[1]} mesh"
-
-
-def _fail(message, *, measured, expected, diagnosis, advice):
-    raise CheckFailed(message, measured=measured, expected=expected, hint=advice, diagnosis=diagnosis, advice=advice)
 
 
 def _listing(found: dict) -> str:
@@ -219,17 +216,6 @@ def judge_check_vma(results: dict, mesh_shape, label) -> None:
 
 
 # --- draws ----------------------------------------------------------------------------------------------
-
-def draw_mlp(rng):
-    b = int(rng.choice([24, 32, 40, 48]))
-    d = int(rng.choice([8, 16, 24]))
-    h = int(rng.choice([32, 40, 48, 64]))
-    o = int(rng.choice([8, 16, 24]))
-    x = rng.normal(size=(b, d)).astype(np.float32)
-    w1 = (rng.normal(size=(d, h)) / np.sqrt(d)).astype(np.float32)
-    w2 = (rng.normal(size=(h, o)) / np.sqrt(h)).astype(np.float32)
-    return x, w1, w2
-
 
 def draw_ring(rng, m: int):
     return rng.normal(size=(m, int(rng.integers(3, 13)))).astype(np.float32)
