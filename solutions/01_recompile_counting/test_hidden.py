@@ -54,11 +54,15 @@ CATEGORIES = {
     "static_how": "`mode` keeps its value and moves between positional and keyword",
     "static_default_kw": "`mode` is left at its default in some calls and passed as mode='sum' in others",
     "static_default_pos": "`mode` is left at its default in some calls and passed positionally as 'sum' in others",
-    "pytree": "the pytree structure of `x` changes (container type, number of entries, or dict keys)",
+    "pytree_kind": "the pytree structure of `x` changes its container (an array, a tuple or a dict)",
+    "pytree_count": "the pytree structure of `x` gains or loses an entry (a tuple's length or a dict's number of keys)",
+    "pytree_keys": "a dict in `x` keeps its size and changes its key names",
     "arg_how": "`x` or `scale` moves between positional and keyword",
-    "order_only": "only the order of a dict's entries or of the keyword arguments changes",
+    "dict_order": "only the order of a dict's entries changes",
+    "kw_order": "only the order of the keyword arguments changes",
     "revisit": "calls go back to a signature seen earlier in the sequence",
-    "values_only": "only the values of Python scalars and the contents of arrays change",
+    "float_values": "only the values of Python floats (and the contents of arrays) change",
+    "int_values": "only the values of Python ints (and the contents of arrays) change",
     "numpy_vs_jax": "an array is swapped between NumPy and jax, keeping its dtype and shape",
 }
 
@@ -70,11 +74,12 @@ PLANS = {
                             "jax0d_vs_numpy0d"),
     "predicts_static_arguments": ("static_value", "static_value", "static_how", "static_how", "static_default_kw",
                                   "static_default_pos"),
-    "predicts_pytrees_and_call_style": ("pytree", "pytree", "arg_how", "arg_how", "order_only", "order_only"),
-    "predicts_cache_reuse": ("revisit", "revisit", "values_only", "values_only", "numpy_vs_jax", "numpy_vs_jax"),
+    "predicts_pytrees_and_call_style": ("pytree_kind", "pytree_count", "pytree_keys", "arg_how", "arg_how",
+                                        "dict_order", "kw_order"),
+    "predicts_cache_reuse": ("revisit", "revisit", "float_values", "int_values", "numpy_vs_jax", "numpy_vs_jax"),
 }
 #: what each check's sequences may change besides their own category
-KEY_NEUTRAL = {"values_only", "order_only", "jax0d_vs_numpy0d", "numpy_vs_jax"}
+KEY_NEUTRAL = {"float_values", "int_values", "dict_order", "kw_order", "jax0d_vs_numpy0d", "numpy_vs_jax"}
 
 # --- random values -----------------------------------------------------------------------
 
@@ -258,12 +263,15 @@ def c_numpy_vs_jax(rng, s):
     return mutate_leaf(rng, s, lambda v: is_array(v) and v["shape"] != [], toggle)
 
 
-def c_values_only(rng, s):
-    def other(rng, v):
-        if type(v) is int:
-            return v + int(rng.integers(1, 4))
-        return float(round(v + pick(rng, [-1.25, -0.5, 0.75, 1.5]), 2))
-    return mutate_leaf(rng, s, is_py, other)
+def c_values(kind):
+    """A new value for one Python scalar leaf of type ``kind`` (int or float)."""
+    def change(rng, s):
+        def other(rng, v):
+            if kind is int:
+                return v + int(rng.integers(1, 4))
+            return float(round(v + pick(rng, [-1.25, -0.5, 0.75, 1.5]), 2))
+        return mutate_leaf(rng, s, lambda v: type(v) is kind, other)
+    return change
 
 
 def c_static_value(rng, s):
@@ -299,7 +307,19 @@ def c_static_default(explicit):
     return change
 
 
-def c_pytree(rng, s):
+#: the pytree changes of each kind: another container, one entry more or less, other key names
+PYTREE_OPS = {"pytree_kind": {"to_dict", "unwrap", "to_tuple", "wrap", "wrap2", "dict1"},
+              "pytree_count": {"append", "drop", "add_key", "drop_key"},
+              "pytree_keys": {"rename"}}
+
+
+def c_pytree(kind):
+    def change(rng, s):
+        return pytree_op(rng, s, PYTREE_OPS[kind])
+    return change
+
+
+def pytree_op(rng, s, allowed):
     x = s["x"]
     if is_node(x, "tuple"):
         items = x["tuple"]
@@ -309,6 +329,9 @@ def c_pytree(rng, s):
         options += ["add_key", "rename"] if len(x["dict"]) < len(KEYS) else []
     else:
         options = ["wrap", "wrap2", "dict1"]
+    options = [o for o in options if o in allowed]
+    if not options:
+        return None
     op = pick(rng, options)
     if op == "append":
         new = {"tuple": items + [r_leaf(rng)]}
@@ -357,20 +380,20 @@ def c_arg_how(rng, s):
     return out
 
 
-def c_order_only(rng, s):
-    options = []
-    if is_node(s["x"], "dict") and len(s["x"]["dict"]) > 1:
-        options.append("dict")
-    if len(s["kw_order"]) > 1:
-        options.append("kw")
-    if not options:
+def c_dict_order(rng, s):
+    if not (is_node(s["x"], "dict") and len(s["x"]["dict"]) > 1):
         return None
     out = copy.deepcopy(s)
-    if pick(rng, options) == "dict":
-        items = list(s["x"]["dict"].items())
-        out["x"] = {"dict": dict(items[1:] + items[:1])}
-    else:
-        out["kw_order"] = s["kw_order"][1:] + s["kw_order"][:1]
+    items = list(s["x"]["dict"].items())
+    out["x"] = {"dict": dict(items[1:] + items[:1])}
+    return out
+
+
+def c_kw_order(rng, s):
+    if len(s["kw_order"]) < 2:
+        return None
+    out = copy.deepcopy(s)
+    out["kw_order"] = s["kw_order"][1:] + s["kw_order"][:1]
     return out
 
 
@@ -379,7 +402,9 @@ CHANGES = {
     "scalar_type": c_scalar_type, "py_vs_jax0d": c_weak(False), "py_vs_numpy0d": c_weak(True),
     "jax0d_vs_numpy0d": c_jax0d_vs_numpy0d, "static_value": c_static_value, "static_how": c_static_how,
     "static_default_kw": c_static_default("kw"), "static_default_pos": c_static_default("pos"),
-    "pytree": c_pytree, "arg_how": c_arg_how, "order_only": c_order_only, "values_only": c_values_only,
+    "pytree_kind": c_pytree("pytree_kind"), "pytree_count": c_pytree("pytree_count"),
+    "pytree_keys": c_pytree("pytree_keys"), "arg_how": c_arg_how, "dict_order": c_dict_order,
+    "kw_order": c_kw_order, "float_values": c_values(float), "int_values": c_values(int),
     "numpy_vs_jax": c_numpy_vs_jax, "revisit": c_shape,
 }
 #: how the first call of a sequence of each category is drawn
@@ -387,7 +412,8 @@ BASE = {
     "static_value": {"mode_how": "kw"}, "static_how": {"xs_how": ("pos", "pos")},
     "static_default_kw": {"mode_how": "default"}, "static_default_pos": {"mode_how": "default",
                                                                          "xs_how": ("pos", "pos")},
-    "arg_how": {"mode_how": "kw"}, "order_only": {"x_kind": "dict", "mode_how": "kw", "xs_how": ("pos", "kw")},
+    "arg_how": {"mode_how": "kw"}, "dict_order": {"x_kind": "dict"},
+    "kw_order": {"mode_how": "kw", "xs_how": ("pos", "kw")}, "pytree_keys": {"x_kind": "dict"},
 }
 
 
@@ -440,11 +466,38 @@ def leaf_change(a, b):
                 "array_dtype_jax" if not a.get("numpy") and not b.get("numpy") else "mixed"
         return "jax0d_vs_numpy0d" if a["shape"] == [] else "numpy_vs_jax"
     if is_py(a) and is_py(b):
-        return "values_only" if type(a) is type(b) else "scalar_type"
+        return ("float_values" if type(a) is float else "int_values") if type(a) is type(b) else "scalar_type"
     py, arr = (a, b) if is_py(a) else (b, a)
     if is_py(py) and is_array(arr) and arr["shape"] == [] and arr["array"] == WEAK_DTYPE[type(py)]:
         return "py_vs_numpy0d" if arr.get("numpy") else "py_vs_jax0d"
     return "mixed"
+
+
+def pytree_change(a, b):
+    """Which kind of pytree change turns ``a`` into ``b`` (their first difference, outside in):
+    "pytree_kind" (another container, or a leaf for a container), "pytree_count" (a tuple's length
+    or a dict's number of keys), "pytree_keys" (a dict of one size with other key names); None
+    when their structures agree."""
+    kinds = [("tuple" if is_node(v, "tuple") else "dict" if is_node(v, "dict") else "leaf") for v in (a, b)]
+    if kinds[0] != kinds[1]:
+        return "pytree_kind"
+    if kinds[0] == "tuple":
+        if len(a["tuple"]) != len(b["tuple"]):
+            return "pytree_count"
+        pairs = zip(a["tuple"], b["tuple"])
+    elif kinds[0] == "dict":
+        if len(a["dict"]) != len(b["dict"]):
+            return "pytree_count"
+        if set(a["dict"]) != set(b["dict"]):
+            return "pytree_keys"
+        pairs = ((a["dict"][k], b["dict"][k]) for k in sorted(a["dict"]))
+    else:
+        return None
+    for ea, eb in pairs:
+        found = pytree_change(ea, eb)
+        if found:
+            return found
+    return None
 
 
 def value_orders(v):
@@ -471,7 +524,7 @@ def changes(prev, call):
     for p in ("x", "scale"):
         a, b = pa[p][0], ca[p][0]
         if structure(a) != structure(b):
-            out.add("pytree")
+            out.add(pytree_change(a, b))
             continue
         leaves_a = sorted(leaf_paths(a), key=lambda t: repr(t[0]))
         leaves_b = sorted(leaf_paths(b), key=lambda t: repr(t[0]))
@@ -480,9 +533,9 @@ def changes(prev, call):
             if kind:
                 out.add(kind)
         if value_orders(a) != value_orders(b):
-            out.add("order_only")
+            out.add("dict_order")
     if pkw != ckw and sorted(pkw) == sorted(ckw):
-        out.add("order_only")
+        out.add("kw_order")
     return out
 
 
