@@ -10,7 +10,8 @@ import zlib
 import numpy as np
 import pytest
 
-from grader.exercises.ex02_retrace.judges import bucket_of, expect_bucketed_compiles, reference_step, training_outcome, unwrap
+from grader.exercises.ex02_retrace.judges import DTYPE_HINT, bucket_of, dtype_problem, expect_bucketed_compiles, \
+    expect_host_padding, reference_step, training_outcome, unwrap
 from grader.feedback import CheckFailed, describe
 
 BUCKETS = (8, 16, 32, 64)
@@ -33,9 +34,10 @@ def check_padded(batch, got, buckets):
                               measured=describe(arr), expected=f"shape ({rows}, {width})",
                               hint=f"{width} is the smallest bucket >= {length}; pad only axis 1")
     tok_p, tgt_p, mask = got
-    if tok_p.dtype.kind not in "iu" or tgt_p.dtype.kind != "f":
-        raise CheckFailed(f"{what}: wrong dtypes", measured=f"{tok_p.dtype}, {tgt_p.dtype}",
-                          expected="int32 tokens, float32 targets", hint="np.pad keeps the input's dtype")
+    wrong = dtype_problem(tok_p, tgt_p, mask)
+    if wrong:
+        raise CheckFailed(f"{what}: {wrong}", measured=f"dtypes {tok_p.dtype}, {tgt_p.dtype}, {mask.dtype}",
+                          expected="int32 tokens_p, float32 targets_p, a float32 (or bool) mask", hint=DTYPE_HINT)
     if not np.array_equal(tok_p[:, :length], tokens) or not np.array_equal(tgt_p[:, :length], targets):
         raise CheckFailed(f"{what}: the first {length} columns should be the input batch",
                           measured=f"tokens_p[0] = {tok_p[0].tolist()}", expected=f"starting with {tokens[0].tolist()}",
@@ -73,8 +75,11 @@ def sample_run(submission, reference, seed):
 def test_pads_to_bucket(submission, rng):
     for buckets, lengths in ((BUCKETS, (3, 8, 9, 20, 64)), ((5, 10), (1, 5, 6))):
         batches = [make_batch(rng, 2, n, 10) for n in lengths]
-        for batch, got in zip(batches, submission.probe("ex02_retrace:pad_batches", batches, buckets)):
+        padded = submission.probe("ex02_retrace:pad_batches", batches, buckets)
+        compiled = int(submission.last_meter.get("compiles", 0))
+        for batch, got in zip(batches, padded):
             check_padded(batch, tuple(got), buckets)
+        expect_host_padding(compiled, f"pad_to_bucket with buckets {buckets}")
 
 
 def test_fewer_compiles_on_sample(sample_run):

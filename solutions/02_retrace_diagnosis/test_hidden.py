@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from grader.coverage import Coverage, check_rng, ensure
-from grader.exercises.ex02_retrace.judges import bucket_of, expect_bucketed_compiles, reference_step, training_outcome, unwrap
+from grader.exercises.ex02_retrace.judges import DTYPE_HINT, bucket_of, dtype_problem, expect_bucketed_compiles, \
+    expect_host_padding, reference_step, training_outcome, unwrap
 from grader.feedback import CheckFailed, describe
 
 BUCKETS = (8, 16, 32, 64)
@@ -155,13 +156,11 @@ def check_padded(batch, got, buckets, what):
                                        f"holds the batch)",
                            "too_short": f"{name} was cut or padded to a bucket shorter than the batch"}[kind])
     tok_p, tgt_p, mask = got
-    if tok_p.dtype.kind not in "iu":
-        fail_padding(what, "tokens_p should hold integer ids", measured=str(tok_p.dtype), expected="int32",
-                     hint="np.pad keeps the dtype; build padding arrays with dtype=np.int32",
-                     diagnosis="tokens_p does not hold integers")
-    if tgt_p.dtype.kind != "f":
-        fail_padding(what, "targets_p should be floating point", measured=str(tgt_p.dtype), expected="float32",
-                     hint="keep the targets float32", diagnosis="targets_p is not floating point")
+    wrong = dtype_problem(tok_p, tgt_p, mask)
+    if wrong:
+        fail_padding(what, wrong, measured=f"dtypes {tok_p.dtype}, {tgt_p.dtype}, {mask.dtype}",
+                     expected="int32 tokens_p, float32 targets_p, a float32 (or bool) mask",
+                     hint=DTYPE_HINT, diagnosis=wrong)
     if not np.array_equal(tok_p[:, :length], tokens) or not np.array_equal(tgt_p[:, :length], targets):
         fail_padding(what, "the real tokens/targets are not where they were",
                      measured="the first L columns differ from the input batch",
@@ -219,8 +218,11 @@ def test_padding_and_mask(training_run, submission, seed, rng):
     # The bucket list is an argument: another one, drawn now.
     buckets, batches = draw_other_buckets(rng)
     ensure("padding_and_mask", OTHER_REQUIRED, length_labels([b["tokens"].shape[1] for b in batches], buckets))
-    for batch, got in zip(batches, submission.probe("ex02_retrace:pad_batches", batches, buckets)):
+    padded = submission.probe("ex02_retrace:pad_batches", batches, buckets)
+    compiled = int(submission.last_meter.get("compiles", 0))
+    for batch, got in zip(batches, padded):
         check_padded(batch, tuple(got), buckets, "pad_to_bucket with another bucket list")
+    expect_host_padding(compiled, "pad_to_bucket with another bucket list")
 
 
 def test_loss_matches_unpadded(training_run, submission, seed):

@@ -36,6 +36,39 @@ def bucket_of(length, buckets):
     return min(b for b in buckets if b >= length)
 
 
+# --- what pad_to_bucket returns, and where it runs ---------------------------------------
+DTYPE_HINT = ("build the padded arrays with explicit dtypes: np.zeros((B, Lb), np.int32) for the tokens, np.float32 "
+              "for the targets and the mask (np.zeros(..., dtype=int) is int64)")
+
+
+def dtype_problem(tokens_p, targets_p, mask) -> str:
+    """What is wrong with the dtypes of ``pad_to_bucket``'s arrays ("" when nothing): the
+    statement asks for int32 tokens, float32 targets and a float32 mask (bool accepted)."""
+    wrong = []
+    if tokens_p.dtype != np.int32:
+        wrong.append(f"tokens_p is {tokens_p.dtype}, not int32")
+    if targets_p.dtype != np.float32:
+        wrong.append(f"targets_p is {targets_p.dtype}, not float32")
+    if mask.dtype not in (np.float32, np.bool_):
+        wrong.append(f"the mask is {mask.dtype}, not float32 (or bool)")
+    return "; ".join(wrong)
+
+
+def expect_host_padding(compiles: int, what: str) -> None:
+    """``pad_to_bucket`` pads in plain NumPy on the host, as the statement asks: padding
+    batches of lengths it has not seen compiles nothing (the reference solution compiles
+    nothing there either), where a jitted or ``jnp`` pad compiles once per input length."""
+    __tracebackhide__ = True
+    if compiles:
+        advice = ("pad with NumPy on the host (np.pad or np.zeros plus a slice assignment), not with a jitted "
+                  "function or jnp operations: those compile once for every new input length")
+        raise CheckFailed(
+            f"{what}: padding compiled {compiles} XLA program(s)", measured=f"{compiles} compilation(s) while padding",
+            expected="none: plain NumPy on the host", hint=advice, advice=advice,
+            diagnosis=f"pad_to_bucket compiled {compiles} XLA program(s) while padding batches of new lengths: it "
+                      f"pads with JAX (a jitted function or jnp operations), not with plain NumPy on the host")
+
+
 # --- the training run a check file's checks share --------------------------------------
 def training_outcome(submission, reference, seed, draw_case, buckets):
     """(case, run, error) of one training run: ``pad_to_bucket`` over every batch
@@ -77,6 +110,16 @@ def expect_bucketed_compiles(compiles: Compiles, n_steps: int, n_buckets: int, *
     low, high = budget(compiles, 1, n_buckets)
     count = compiles.counted
     report = compile_report(compiles, n_steps, n_buckets)
+    if 0 < count < low:
+        advice = ("pad each batch to the smallest bucket that holds it: every bucket length the batches fall into is "
+                  "one shape, and one compilation, of train_step")
+        raise CheckFailed(
+            f"only {count} compilation(s) during {what}; the batches fall into {n_buckets} bucket length(s)",
+            measured=report, expected=f"{low} compilation(s), one per bucket length", hint=hint_public or advice,
+            diagnosis=f"{count} compilation(s), fewer than one per bucket length the batches fall into: train_step "
+                      f"saw fewer shapes than the buckets (are batches padded to one length, or to a longer bucket "
+                      f"than needed?)",
+            advice=advice)
     if count < low:
         raise CheckFailed(
             f"no compilation of train_step was seen during {what}", measured=report,
@@ -88,7 +131,13 @@ def expect_bucketed_compiles(compiles: Compiles, n_steps: int, n_buckets: int, *
     if count <= high:
         return
     kinds = " ".join(changed_arguments(learner_misses(compiles, compiles.names() or None)[1:]))
-    if "static value" in kinds:
+    names = compiles.names()
+    if "train_step" not in names and len(names) > 1:
+        shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+        cause = (f"no compiled program is train_step; the compilations are of {shown}: operations compiled one by "
+                 f"one, as they are when they run eagerly (is train_step jitted, with the whole step inside it?)")
+        advice = "decorate train_step with @jax.jit and do the whole step inside it"
+    elif "static value" in kinds:
         cause = ("a static argument takes a new value on every step (with `lr` in static_argnames, each new "
                  "learning rate compiles again)")
         advice = "drop static_argnames: pass lr as an ordinary, traced argument"

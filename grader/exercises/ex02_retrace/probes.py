@@ -34,6 +34,8 @@ from grader.sandbox.context import to_jax
 
 _block = jax.block_until_ready
 _asarray = np.asarray
+_array = np.array
+_tree_map = jax.tree.map
 
 
 def _batch_arrays(batch: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -77,5 +79,7 @@ def train_steps(ctx, slot: str, params, lrs: list) -> dict:
             params, loss = _two(step(params, tok_p, tgt_p, mask, lr=float(lr)), "train_step")
             params, loss = _block((params, loss))
             losses.append(loss)
-            after.append(params)
+            # A host copy: the step may donate params (the loop above is safe with donation), and
+            # the next call would delete the buffers kept here.
+            after.append(_tree_map(lambda a: _array(a, copy=True), params))
     return {"losses": losses, "params": after, "compiles": rec.to_plain()}
