@@ -5,8 +5,9 @@ The hidden checks test the same properties on other shapes, batch sizes and mode
 
 import numpy as np
 
+from grader.exercises.ex03_grad_norms.judges import expect_no_batch_loop
 from grader.feedback import expect_array, expect_close
-from grader.testing import count_compiles, expect_compiles
+from grader.testing import count_compiles, expect_compiles, probe_both
 
 
 def make_params(rng, sizes):
@@ -51,3 +52,14 @@ def test_compiles_once_for_one_shape(submission, reference, rng):
              for _ in range(3)]
     _, compiles = count_compiles(submission, reference, "per_example_grad_norms", calls)
     expect_compiles(compiles, at_least=1, at_most=1, what="per_example_grad_norms")
+
+
+def test_no_loop_small(submission, reference, rng):
+    params = make_params(rng, [3, 4, 2])
+    summaries, references = {}, {}
+    for batch in (2, 6):
+        xs = rng.normal(size=(batch, 3)).astype(np.float32)
+        ys = rng.normal(size=(batch, 2)).astype(np.float32)
+        summaries[batch], references[batch] = probe_both(submission, reference, "generic:jaxpr_of",
+                                                         "per_example_grad_norms", [params, xs, ys])
+    expect_no_batch_loop(summaries, references if reference is not None else None)

@@ -3,6 +3,9 @@
 * ``compare.py``: ``SPEC``, what ``grade compare`` measures for this exercise, on which fixed
   inputs (registered by ``grader.compare.specs``).
 
-No probes of its own (its checks use the shared ``grader.probes``) and no judges (its check
-files need none): an exercise lacks whichever of the files it does not need.
+* ``judges.py``: whether the traced program loops over the batch, shared by the public and the
+  hidden loop checks.
+
+No probes of its own (its checks use the shared ``grader.probes``): an exercise lacks whichever
+of the files it does not need.
 """

@@ -1,0 +1,60 @@
+"""Exercise 3 (per-example gradient norms): whether the program loops over the batch, shared by
+the public check (a small fixed model) and the hidden one (a drawn model).  Plain data only.
+
+The learner's ``per_example_grad_norms`` is traced (``generic:jaxpr_of``) at two batch sizes:
+a JAX loop shows as a ``scan`` or ``while`` equation, a Python loop as a program that grows
+with the batch, and a Python loop over a batch padded to a fixed size as a program many times
+the reference solution's (only where the reference is at hand: the course's grading).
+"""
+
+from __future__ import annotations
+
+from grader.feedback import CheckFailed
+from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
+
+#: The learner's jaxpr may hold at most this many times the reference solution's equations:
+#: honest vmapped versions differ by tens of percent; a Python loop over a batch padded to a
+#: fixed size (to pass "does not grow") holds one backward pass per padded example, 16 or
+#: more since batches of 16 must be right.
+MAX_EQN_RATIO = 5.0
+
+
+def expect_no_batch_loop(summaries: dict, references: dict | None) -> None:
+    """``summaries`` / ``references``: batch size -> ``jaxpr_of`` summary of the learner's /
+    the reference solution's program (``references`` None, or holding None, without a
+    reference).  Raises ``CheckFailed`` naming the kind of loop, never an input."""
+    __tracebackhide__ = True
+    small, large = min(summaries), max(summaries)
+    loops = {p: n for p, n in summaries[large]["primitives"].items() if p in (SCAN_PRIMITIVE, WHILE_PRIMITIVE) and n}
+    if loops:
+        advice = ("map over the batch with jax.vmap, which builds one batched program: lax.map, lax.scan, "
+                  "fori_loop and while_loop run the examples one after another")
+        raise CheckFailed(
+            "the program loops over the batch with a JAX loop",
+            measured=", ".join(f"{n} `{p}` equation(s)" for p, n in loops.items()),
+            expected="no scan or while: a vectorised program", hint=advice, advice=advice,
+            diagnosis="the program holds a JAX loop (scan or while: lax.map, lax.scan, fori_loop or while_loop), "
+                      "which processes the examples one after another instead of vectorising them")
+    sizes = {b: summary["total_eqns"] for b, summary in summaries.items()}
+    if sizes[large] > sizes[small]:
+        advice = "let jax.vmap map over the batch instead of a Python for-loop or comprehension"
+        raise CheckFailed(
+            "the program grows with the batch size: the batch is looped over in Python",
+            measured=f"{sizes[small]} jaxpr equations for a batch of {small}, {sizes[large]} for a batch of {large}",
+            expected="the same number of equations for every batch size", hint=advice, advice=advice,
+            diagnosis="the traced program grows with the batch size: a Python loop over the examples is unrolled "
+                      "into one copy of the backward pass per example",
+        )
+    if not references or any(references.get(b) is None for b in summaries):
+        return  # no reference solution here: the size test above is all there is
+    ratio = max(summaries[b]["total_eqns"] / max(references[b]["total_eqns"], 1) for b in summaries)
+    if ratio > MAX_EQN_RATIO:
+        advice = "let jax.vmap map over the batch instead of a Python loop, even one over a fixed, padded size"
+        raise CheckFailed(
+            "the program repeats the per-example computation many times, whatever the batch size",
+            measured="; ".join(f"batch {b}: {summaries[b]['total_eqns']} equations (the reference solution: "
+                               f"{references[b]['total_eqns']})" for b in summaries),
+            expected=f"at most {MAX_EQN_RATIO:g} times the reference solution's equations", hint=advice,
+            advice=advice,
+            diagnosis="the traced program holds many copies of the backward pass at every batch size: a Python loop "
+                      "over a padded batch, where jax.vmap builds one batched copy")
