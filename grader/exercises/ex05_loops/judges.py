@@ -1,5 +1,6 @@
-"""Exercise 5 (while_loop vs scan): reading the learner's ``scan_version`` answers and the
-gradient the forward-mode truth implies, shared by the public and the hidden checks.
+"""Exercise 5 (while_loop vs scan): reading the learner's ``scan_version`` answers, the
+gradient the forward-mode truth implies, and the loop structure of its program, shared by the
+public and the hidden checks.
 NumPy only, no JAX (the truth is measured in the clean worker, ``grader/exercises/ex05_loops/probes.py``)."""
 
 from __future__ import annotations
@@ -7,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from grader.feedback import CheckFailed, describe, expect_array
+from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
+from grader.testing import probe_both
 
 
 def unpack(out, n, what="scan_version(theta, x, max_steps)"):
@@ -38,3 +41,77 @@ def weighted_grads(weights, j_theta, j_x):
     w = np.asarray(weights).astype(np.float64)
     return (np.float32(w @ np.asarray(j_theta, np.float64)),
             (w @ np.asarray(j_x, np.float64)).astype(np.float32))
+
+
+def structure(submission, theta, x, max_steps, reference=None):
+    """The learner's scan_version's structure, and the reference solution's for the same input
+    (None where it is not available)."""
+    return probe_both(submission, reference, "ex05_loops:loop_structure", "scan_version", theta, x, max_steps)
+
+
+#: At most this many times the reference solution's jaxpr equations: a scan traces the step
+#: once, whatever its length; honest layouts (a cond in the body, a fori_loop, a while-style
+#: state in the carry) differ by a few equations, while a Python loop unrolled to a fixed
+#: count beside a decoy scan holds one copy of the step per unrolled iteration.
+MAX_EQN_RATIO = 5.0
+
+
+def expect_one_copy_of_the_step(found, ref, max_steps, check):
+    if ref is None:  # no reference solution here: the other tests of the check are all there is
+        return
+    ratio = found["total_eqns"] / max(ref["total_eqns"], 1)
+    if ratio > MAX_EQN_RATIO:
+        advice = "trace the step once, inside lax.scan(body, carry, None, length=max_steps), and nowhere else"
+        raise CheckFailed(
+            f"{check}: the program holds many copies of the step",
+            measured=f"max_steps={max_steps}: {found['total_eqns']} jaxpr equations; the reference solution's "
+                     f"{ref['total_eqns']}",
+            expected=f"at most {MAX_EQN_RATIO:g} times the reference solution's equations", hint=advice,
+            advice=advice,
+            diagnosis="the traced program holds the iteration's step many times over (a Python loop unrolled to a "
+                      "fixed count, whatever scan stands beside it): the work is not done by the scan")
+
+
+NO_WHILE_ADVICE = ("write the loop with lax.scan(body, carry, None, length=max_steps) and freeze the finished state "
+                   "with jnp.where; do not call while_version or lax.while_loop (nor fori_loop with a traced bound)")
+
+
+def expect_no_while(primitives, where):
+    if primitives.get(WHILE_PRIMITIVE, 0):
+        raise CheckFailed(
+            f"{where} runs a while loop",
+            measured=f"{primitives[WHILE_PRIMITIVE]} `{WHILE_PRIMITIVE}` equation(s)",
+            expected=f"no `{WHILE_PRIMITIVE}`", hint=NO_WHILE_ADVICE, advice=NO_WHILE_ADVICE,
+            diagnosis=f"{where} runs a while loop (lax.while_loop, a fori_loop with a traced bound, or a call of "
+                      f"while_version): what it computes comes from the while loop this exercise replaces, so it "
+                      f"earns nothing here")
+
+
+def expect_scan_of_max_steps(found, max_steps: int) -> None:
+    """The program (a ``loop_structure`` answer) holds a scan whose length is ``max_steps``."""
+    __tracebackhide__ = True
+    if max_steps not in found["scan_lengths"]:
+        lengths = found["scan_lengths"]
+        advice = ("scan over exactly max_steps steps: lax.scan(body, carry, None, length=max_steps) (or "
+                  "fori_loop(0, max_steps, ...) with Python-int bounds)")
+        raise CheckFailed(
+            "the jaxpr of scan_version holds no scan of length max_steps",
+            measured=f"max_steps={max_steps}: scan lengths {lengths[:10]}" if lengths else "no scan",
+            expected=f"a `{SCAN_PRIMITIVE}` with length == max_steps", hint=advice, advice=advice,
+            diagnosis="the jaxpr of scan_version holds no scan whose length is max_steps" +
+                      (" (it scans a length of its own)" if lengths else " (it holds no scan at all)"))
+
+
+def expect_no_unrolling(sizes: dict) -> None:
+    """``sizes``: max_steps -> jaxpr equations; the program must not grow with max_steps."""
+    __tracebackhide__ = True
+    small, large = min(sizes), max(sizes)
+    if sizes[large] > sizes[small]:
+        advice = "trace the loop body once: lax.scan(body, carry, None, length=max_steps)"
+        raise CheckFailed(
+            "the program grows with max_steps: the iterations are unrolled in Python",
+            measured=f"{sizes[small]} jaxpr equations with max_steps={small}, {sizes[large]} with max_steps={large}",
+            expected="the same number of equations for every max_steps", hint=advice, advice=advice,
+            diagnosis="the traced program grows with max_steps: a Python loop over the steps is unrolled into one "
+                      "copy of the body per step",
+        )
