@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from grader.exercises.ex02_retrace.judges import DTYPE_HINT, bucket_of, dtype_problem, expect_bucketed_compiles, \
-    expect_host_padding, reference_step, training_outcome, unwrap
+    expect_host_padding, expect_step_in_jax, reference_step, training_outcome, unwrap
 from grader.feedback import CheckFailed, describe
 
 BUCKETS = (8, 16, 32, 64)
@@ -82,7 +82,7 @@ def test_pads_to_bucket(submission, rng):
         expect_host_padding(compiled, f"pad_to_bucket with buckets {buckets}")
 
 
-def test_fewer_compiles_on_sample(sample_run):
+def test_fewer_compiles_on_sample(sample_run, submission):
     case, out = unwrap(sample_run)
     n_buckets = len({bucket_of(n, BUCKETS) for n in SAMPLE_LENGTHS})
     expect_bucketed_compiles(out["compiles"], len(SAMPLE_LENGTHS), n_buckets,
@@ -90,6 +90,7 @@ def test_fewer_compiles_on_sample(sample_run):
                              hint_public="no compile at all: put @jax.jit on train_step. Too many: read JAX's "
                                          "reason above; a static `lr` compiles once per value, and padding to the "
                                          "batch's own length gives a new shape per batch")
+    expect_step_in_jax(submission)  # the compilations must be of JAX doing the work
 
 
 def test_sample_loss_matches_unpadded(sample_run, submission, seed):

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from grader.coverage import Coverage, check_rng, ensure
-from grader.exercises.ex01_recompile.judges import as_count, expected_score, mode_of, warm_up_score
+from grader.exercises.ex01_recompile.judges import as_count, expect_score_in_jax, expected_score, mode_of, warm_up_score
 from grader.feedback import CheckFailed
 from grader.testing import expect_compiles, probe_compiles
 
@@ -839,7 +839,7 @@ CAUSES = {
 }
 
 
-def test_workload_within_compile_budget(workload):
+def test_workload_within_compile_budget(workload, submission):
     _, budget, plan, _, compiles, per_request = workload
     causes = [c for c in CAUSES if c in recompile_causes(plan, per_request)]
     advice = "; ".join(CAUSES[c][1] for c in causes) or (
@@ -847,10 +847,11 @@ def test_workload_within_compile_budget(workload):
         "jitted function the same way every time")
     try:
         expect_compiles(compiles, at_least=1, at_most=budget, what="score", hint=advice,
-                        advice=advice if compiles.counted > budget else "")
+                        advice=advice if compiles.counted > budget else "", fewer_ok=True)
     except CheckFailed as exc:
         if compiles.counted > budget:  # too many: say what the requests that compiled have in common
             exc.diagnosis = (f"{compiles.counted} compilations over the workload, more than one per (logits shape, "
                              f"mode) pair: " + ("; ".join(CAUSES[c][0] for c in causes) or
                                                 "the requests that compiled again could not be told apart"))
         raise
+    expect_score_in_jax(submission)  # the count floor: the compilations are of JAX doing the work

@@ -64,3 +64,25 @@ def warm_up_score(submission, reference) -> None:
               "kwargs": {"mode": "probs"} if by_keyword else {}}
              for shift in (0.5, np.asarray(0.5, np.float32)) for by_keyword in (False, True)]
     probe_pair(submission, reference, "generic:warm_up", "score", calls)
+
+
+#: What every mode's program must hold: softmax and logsumexp both exponentiate.
+SCORE_NEEDS = {"the softmax's exp": ("exp",)}
+SCORE_IN_JAX_ADVICE = ("compute z, the softmax and the outputs with jax.numpy / jax.nn inside your jitted function; "
+                       "NumPy on the logits runs on the host, and a jitted function that does none of the work only "
+                       "makes the compile count look right")
+
+
+def expect_score_in_jax(submission) -> None:
+    """The count floor of Part B: ``score`` of every mode traces with its logits as a tracer
+    (``traced:work``; temperature and shift stay as given, so host-side work on them is fine)
+    and holds the softmax's ``exp``, with no host callback.  NumPy work beside a trivial jit
+    compiles once per (shape, mode) too; its program shows that JAX does none of the work."""
+    __tracebackhide__ = True
+    from grader.traced_work import expect_jax_work
+
+    logits = np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(2, 3)
+    for mode in ("probs", "logz", "entropy"):
+        found = submission.probe("traced:work", "score", [logits, 1.25, 0.5, mode], None, [0])
+        expect_jax_work(found, what=f"score(logits, temperature, shift, {mode!r})", needs=SCORE_NEEDS,
+                        advice=SCORE_IN_JAX_ADVICE)

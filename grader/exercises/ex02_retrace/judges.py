@@ -153,3 +153,28 @@ def expect_bucketed_compiles(compiles: Compiles, n_steps: int, n_buckets: int, *
         f"{count} compilations during {what}; {high} (one per bucket length) {against}",
         measured=report, expected=f"at most {high} compilations", hint=hint_public or advice,
         diagnosis=f"{count} compilations, more than one per bucket: {cause}", advice=advice)
+
+
+STEP_NEEDS = {"the model's tanh": ("tanh",)}
+STEP_IN_JAX_ADVICE = ("do the whole step -- the model, the masked loss, its gradient and the update -- with jax.numpy "
+                      "inside your jitted train_step; NumPy on the parameters or the batch runs on the host, and a "
+                      "jitted function that does none of the work only makes the compile count look right")
+
+
+def expect_step_in_jax(submission) -> None:
+    """The count floor of the compile checks: ``train_step`` traces with the parameters and
+    the padded batch as tracers (``traced:work``; ``lr`` stays a Python float) and holds the
+    model's ``tanh``, with no host callback.  A NumPy step beside a do-nothing jit compiles
+    once per bucket too; its program shows that JAX does none of the work."""
+    __tracebackhide__ = True
+    from grader.traced_work import expect_jax_work
+
+    rng = np.random.default_rng(0)
+    params = {"embed": rng.normal(size=(6, 3)).astype(np.float32), "w": rng.normal(size=3).astype(np.float32),
+              "b": np.asarray(0.1, np.float32)}
+    tokens = rng.integers(0, 6, size=(2, 8)).astype(np.int32)
+    targets = rng.normal(size=(2, 8)).astype(np.float32)
+    mask = np.zeros((2, 8), np.float32)
+    mask[:, :5] = 1.0
+    found = submission.probe("traced:work", "train_step", [params, tokens, targets, mask], {"lr": 0.1}, [0, 1, 2, 3])
+    expect_jax_work(found, what="train_step", needs=STEP_NEEDS, advice=STEP_IN_JAX_ADVICE)

@@ -1,0 +1,67 @@
+"""The count floor: a compile check also asks whether the graded function's work is JAX's.
+
+"At least one compilation, at most the reference solution's" is true of a function that
+computes everything in NumPy and jits something trivial once per signature.  What tells the
+two apart is the program itself: the ``traced:work`` probe (``grader/probes/traced.py``)
+traces the graded function with ``jax.make_jaxpr``, and ``expect_jax_work`` requires that it
+traced (NumPy or ``float()`` on a traced array raises), that it holds the computation's
+essential primitives (softmax needs an ``exp``, the model a ``tanh``) and that no host
+callback carries the work out of JAX.  Shared by the public and the hidden checks; the
+feedback names no input.
+"""
+
+from __future__ import annotations
+
+from grader.feedback import CheckFailed
+
+#: Equations that hand the work to Python on the host (``jax.pure_callback``,
+#: ``jax.experimental.io_callback``): a program that holds one may compute anything there.
+#: ``jax.debug.print`` / ``debug_callback`` only print, and are allowed.
+HOST_CALLBACK_PRIMITIVES = ("pure_callback", "io_callback")
+
+_WHY_NOT_TRACED = {
+    "TracerArrayConversionError": "it turns a traced array into a NumPy array (np.asarray, np.exp, ... on a JAX "
+                                  "value)",
+    "ConcretizationTypeError": "it needs a concrete value where JAX only has a traced one (float(), int(), or a "
+                               "Python if/for on an array)",
+    "TracerBoolConversionError": "it uses a traced array as a Python bool (an `if` on an array)",
+    "TracerIntegerConversionError": "it uses a traced array as a Python int",
+}
+
+
+def expect_jax_work(found, *, what: str, needs: dict[str, tuple[str, ...]], advice: str) -> None:
+    """``found`` is a ``traced:work`` answer for ``what`` (e.g. "score"); ``needs`` maps a
+    word for each essential part of the computation ("softmax's exp") to the primitives any
+    of which shows it.  Raises ``CheckFailed`` (diagnosis and advice name no input)."""
+    __tracebackhide__ = True
+    if not isinstance(found, dict):
+        raise CheckFailed(f"{what} could not be traced", measured=repr(found)[:200], expected="a jaxpr",
+                          hint=advice, diagnosis=f"{what} could not be traced with jax.make_jaxpr", advice=advice)
+    if "error" in found:
+        error = str(found["error"])
+        kind = error.split(":", 1)[0]
+        why = _WHY_NOT_TRACED.get(kind, "it raised while JAX traced it")
+        raise CheckFailed(
+            f"{what} does not trace under JAX: {why}", measured=error[:500],
+            expected=f"jax.make_jaxpr of {what} gives a program that does the work",
+            hint=advice, advice=advice,
+            diagnosis=f"{what} does not do its work in JAX: traced with jax.make_jaxpr it fails, because {why}. "
+                      f"A compilation count alone cannot tell this from a jitted program, so it is checked")
+    primitives = found.get("primitives", {}) if isinstance(found.get("primitives"), dict) else {}
+    callbacks = sorted(p for p in HOST_CALLBACK_PRIMITIVES if primitives.get(p))
+    if callbacks:
+        raise CheckFailed(
+            f"{what} hands its work to Python on the host", measured=", ".join(f"`{p}`" for p in callbacks),
+            expected="no host callback", hint=advice, advice=advice,
+            diagnosis=f"the program of {what} holds a host callback ({', '.join(callbacks)}): the work done there is "
+                      f"not JAX's, so it is not compiled and not what this exercise asks for")
+    missing = [part for part, names in needs.items() if not any(primitives.get(n) for n in names)]
+    if missing:
+        raise CheckFailed(
+            f"the program of {what} lacks {', '.join(missing)}",
+            measured=f"primitives traced: {', '.join(sorted(primitives)[:40]) or 'none'}",
+            expected="; ".join(f"{part}: one of {', '.join(names)}" for part, names in needs.items()),
+            hint=advice, advice=advice,
+            diagnosis=f"the program JAX traces for {what} does not hold {' or '.join(missing)}: that part of the work "
+                      f"happens outside JAX (NumPy on concrete values, or a result computed ahead of time), so "
+                      f"compiling it is not what the compile count rewards")
