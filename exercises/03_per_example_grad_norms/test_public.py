@@ -5,7 +5,7 @@ The hidden checks test the same properties on other shapes, batch sizes and mode
 
 import numpy as np
 
-from grader.exercises.ex03_grad_norms.judges import expect_no_batch_loop
+from grader.exercises.ex03_grad_norms.judges import expect_no_batch_loop, expect_params_not_mapped
 from grader.feedback import expect_array, expect_close
 from grader.testing import count_compiles, expect_compiles, probe_both
 
@@ -63,3 +63,5 @@ def test_no_loop_small(submission, reference, rng):
         summaries[batch], references[batch] = probe_both(submission, reference, "generic:jaxpr_of",
                                                          "per_example_grad_norms", [params, xs, ys])
     expect_no_batch_loop(summaries, references if reference is not None else None)
+    expect_params_not_mapped(submission.probe("ex03_grad_norms:params_copied", "per_example_grad_norms",
+                                              [params, xs, ys]))

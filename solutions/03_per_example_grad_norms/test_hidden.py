@@ -12,7 +12,7 @@ import pytest
 
 from grader.coverage import Coverage
 from grader.feedback import CheckFailed, describe
-from grader.exercises.ex03_grad_norms.judges import expect_no_batch_loop
+from grader.exercises.ex03_grad_norms.judges import expect_no_batch_loop, expect_params_not_mapped
 from grader.testing import count_compiles, expect_compiles, probe_both
 
 DEPTH = {1: 1, 5: 2, 16: 3}  # hidden layers of the model each batch size is checked on
@@ -141,6 +141,8 @@ def test_no_loop_over_batch(submission, reference, rng):
         summaries[batch], references[batch] = probe_both(submission, reference, "generic:jaxpr_of",
                                                          "per_example_grad_norms", [params, xs, ys])
     expect_no_batch_loop(summaries, references if reference is not None else None)
+    expect_params_not_mapped(submission.probe("ex03_grad_norms:params_copied", "per_example_grad_norms",
+                                              [params, xs, ys]))  # the batch of 24 drawn last
 
 
 def test_one_compile_per_shape(submission, reference, rng):

@@ -58,3 +58,20 @@ def expect_no_batch_loop(summaries: dict, references: dict | None) -> None:
             advice=advice,
             diagnosis="the traced program holds many copies of the backward pass at every batch size: a Python loop "
                       "over a padded batch, where jax.vmap builds one batched copy")
+
+
+def expect_params_not_mapped(found: dict) -> None:
+    """``found``: an ``ex03_grad_norms:params_copied`` answer.  The parameters are shared by
+    every example: a program that copies them once per example (to map them with
+    ``in_axes=0``) gives the same numbers with B times the parameter memory."""
+    __tracebackhide__ = True
+    copies = int(found.get("copies", 0)) if isinstance(found, dict) else 0
+    if copies:
+        advice = ("pass the parameters to jax.vmap unmapped, in_axes=(None, 0, 0): every example uses the same "
+                  "weights, so there is nothing to copy")
+        raise CheckFailed(
+            "the parameters are copied once per example and mapped over",
+            measured=f"{copies} parameter leaf/leaves broadcast to a new leading batch axis",
+            expected="no copy of any parameter: vmap with in_axes=(None, 0, 0)", hint=advice, advice=advice,
+            diagnosis="the program broadcasts parameter leaves to one copy per example and maps over them: the "
+                      "parameters are shared by all examples and must not be mapped (in_axes=(None, 0, 0))")
