@@ -12,8 +12,9 @@ import pytest
 
 from grader.coverage import Coverage
 from grader.feedback import CheckFailed, describe
-from grader.exercises.ex03_grad_norms.judges import expect_no_batch_loop, expect_params_not_mapped
-from grader.testing import count_compiles, expect_compiles, probe_both
+from grader.exercises.ex03_grad_norms.judges import expect_compiles_per_shape, expect_no_batch_loop, \
+    expect_params_not_mapped
+from grader.testing import count_compiles, probe_both
 
 DEPTH = {1: 1, 5: 2, 16: 3}  # hidden layers of the model each batch size is checked on
 
@@ -153,8 +154,8 @@ def test_one_compile_per_shape(submission, reference, rng):
 
     calls = [{"args": batch(8)} for _ in range(4)] + [{"args": batch(3)} for _ in range(2)]
     _, compiles = count_compiles(submission, reference, "per_example_grad_norms", calls)
-    expect_compiles(compiles, at_least=2, at_most=2, what="per_example_grad_norms",
-                    hint="jit the whole function once (keep @jax.jit on per_example_grad_norms); four calls with one "
-                         "shape and two with another should compile exactly twice",
-                    advice="keep @jax.jit on per_example_grad_norms and do all the work inside it; calls with one "
-                           "input shape should compile once")
+    expect_compiles_per_shape(compiles, 2,
+                              hint="jit the whole function once (keep @jax.jit on per_example_grad_norms); four calls "
+                                   "with one shape and two with another should compile exactly twice",
+                              advice="keep @jax.jit on per_example_grad_norms and do all the work inside it; calls "
+                                     "with one input shape should compile once")

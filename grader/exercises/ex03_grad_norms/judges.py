@@ -75,3 +75,25 @@ def expect_params_not_mapped(found: dict) -> None:
             expected="no copy of any parameter: vmap with in_axes=(None, 0, 0)", hint=advice, advice=advice,
             diagnosis="the program broadcasts parameter leaves to one copy per example and maps over them: the "
                       "parameters are shared by all examples and must not be mapped (in_axes=(None, 0, 0))")
+
+
+def expect_compiles_per_shape(compiles, n_shapes: int, *, hint: str, advice: str = "") -> None:
+    """Exactly one compilation per input shape (``grader.testing.expect_compiles``); when there
+    are more and none of them is ``per_example_grad_norms`` itself, the feedback says what they
+    are: operations compiled one by one, as they are without ``@jax.jit``."""
+    __tracebackhide__ = True
+    from grader.testing import expect_compiles
+
+    try:
+        expect_compiles(compiles, at_least=n_shapes, at_most=n_shapes, what="per_example_grad_norms", hint=hint,
+                        advice=advice)
+    except CheckFailed as exc:
+        names = compiles.names()
+        if compiles.counted > n_shapes and names and "per_example_grad_norms" not in names:
+            shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+            exc.diagnosis = (f"{compiles.counted} compilations for {n_shapes} input shape(s), and none of them is "
+                             f"per_example_grad_norms itself: they are {shown}, operations compiled one by one, as "
+                             f"they are when the function runs without @jax.jit")
+            exc.message = exc.diagnosis
+            exc.advice = exc.hint = "keep @jax.jit on per_example_grad_norms and do all the work inside it"
+        raise
