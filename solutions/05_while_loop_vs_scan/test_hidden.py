@@ -7,7 +7,8 @@ the sandbox by the `ex05_loops:grad_of_weighted_output` probe.
 
 Inputs are drawn in NumPy with a float32 copy of the iteration, so every draw is known
 (and replayable by tests/test_coverage.py) before anything runs; `COVERAGE` declares what
-each draw holds at every seed: inputs that converge early, inputs that need more than 32
+each draw holds at every seed: inputs that converge early (one where an entry moving down is the
+last to settle, so a change measured without abs stops too soon), inputs that need more than 32
 steps under a max_steps above 32, and max_steps that run out (small, and above 32).  A scan
 of a fixed length (32, say) that freezes at max_steps therefore fails, and so does a scan
 whose length is not max_steps (`uses_scan_not_while` reads the scan's `length`).
@@ -39,14 +40,22 @@ FIXED = 32  # a scan of this fixed length must not pass: draws need more steps t
 
 # --- drawing inputs (NumPy only: the draw is known before anything runs) ------------------
 
-def np_while(theta, x, max_steps):
+def np_while(theta, x, max_steps, signed=False):
     """A float32 NumPy copy of while_version: (z, n_steps).  Only for shaping the draws; the
-    truth always comes from the grader's JAX while loop."""
+    truth always comes from the grader's JAX while loop.  ``signed``: the mistake of measuring
+    the change without abs (an entry still moving down does not hold the loop)."""
     z, change, k, theta = np.zeros_like(x), np.inf, 0, np.float32(theta)
     while k < max_steps and change >= TOL:
         z_new = np.tanh(theta * z + x).astype(np.float32)
-        change, z, k = float(np.max(np.abs(z_new - z))), z_new, k + 1
+        step = z_new - z
+        change, z, k = float(np.max(step) if signed else np.max(np.abs(step))), z_new, k + 1
     return z, k
+
+
+def moves_down_last(theta, x) -> bool:
+    """Whether an entry still moving down by TOL or more holds the loop after every entry
+    moving up has settled: a change measured without abs stops at another step."""
+    return np_while(theta, x, 1000, signed=True)[1] != np_while(theta, x, 1000)[1]
 
 
 def draw_input(rng, n, slow=False):
@@ -66,6 +75,11 @@ def draw(rng, n, kind):
             theta, x = draw_input(rng, n)
             max_steps = int(rng.integers(24, 41))
             if 3 <= np_while(theta, x, 1000)[1] <= max_steps // 2:
+                return theta, x, max_steps
+        elif kind == "early_down":  # converges early, and an entry moving down is the last to settle
+            theta, x = draw_input(rng, n)
+            max_steps = int(rng.integers(24, 41))
+            if 3 <= np_while(theta, x, 1000)[1] <= max_steps // 2 and moves_down_last(theta, x):
                 return theta, x, max_steps
         elif kind == "long":  # needs more than FIXED steps, and max_steps is larger still
             theta, x = draw_input(rng, n, slow=True)
@@ -87,8 +101,10 @@ def draw(rng, n, kind):
     raise RuntimeError(f"could not draw a {kind} input")  # a grader bug, never the learner's
 
 
-MATCH_KINDS = ("early", "early", "long", "capped_small", "capped_long")
+MATCH_KINDS = ("early", "early_down", "long", "capped_small", "capped_long")
 WHERE = {"early": "on an input that converges well before max_steps",
+         "early_down": "on an input that converges well before max_steps, where an entry moving down is the last "
+                       "to settle",
          "long": "on an input that needs more than 32 steps (max_steps larger still)",
          "capped_small": "on an input where a small max_steps runs out before convergence",
          "capped_long": "on an input where a max_steps above 32 runs out before convergence"}
@@ -110,6 +126,8 @@ def case_labels(cases):
         steps = np_while(theta, x, 1000)[1]
         if steps <= max_steps // 2:
             out.add("converges before half of max_steps")
+            if moves_down_last(theta, x):
+                out.add("converges early, an entry moving down settling last")
         if steps >= FIXED + 4 and max_steps >= steps + 4:
             out.add("converges after more than 32 steps, before max_steps")
         if max_steps <= 5 and steps >= max_steps + 3:
@@ -119,7 +137,8 @@ def case_labels(cases):
     return out
 
 
-MATCH_REQUIRED = {"converges before half of max_steps", "converges after more than 32 steps, before max_steps",
+MATCH_REQUIRED = {"converges before half of max_steps", "converges early, an entry moving down settling last",
+                  "converges after more than 32 steps, before max_steps",
                   "a small max_steps runs out", "a max_steps above 32 runs out"}
 
 
@@ -202,7 +221,7 @@ def test_matches_while_version(submission, truth, rng, seed):
         steps_ok, z_ok, steps, steps_ref = agrees(submission, truth, theta, x, max_steps)
         where = WHERE[kind]
         if not steps_ok:
-            if kind in ("early", "long") and steps == max_steps:
+            if kind in ("early", "early_down", "long") and steps == max_steps:
                 why = "n_steps equals max_steps: the counter keeps going after the stopping condition holds"
             elif steps > steps_ref:
                 why = "n_steps is larger than while_version's"
@@ -219,6 +238,9 @@ def test_matches_while_version(submission, truth, rng, seed):
     if only <= {"long", "capped_long"}:
         advice = ("the result is wrong only when more than 32 steps are needed or allowed: run exactly max_steps "
                   "scan steps (length=max_steps), not a length of your own")
+    elif only == {"early_down"}:
+        advice = ("the result is wrong only when an entry moving down is the last to settle: the change is the "
+                  "largest ABSOLUTE change of an entry, jnp.max(jnp.abs(z_new - z)), as in while_version")
     elif only <= {"capped_small", "capped_long"}:
         advice = ("the result is wrong only when max_steps runs out before convergence: scan exactly max_steps "
                   "steps (length=max_steps), and return the state reached then")
