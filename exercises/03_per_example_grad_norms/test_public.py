@@ -6,7 +6,7 @@ The hidden checks test the same properties on other shapes, batch sizes and mode
 import numpy as np
 
 from grader.exercises.ex03_grad_norms.judges import expect_compiles_per_shape, expect_no_batch_loop, \
-    expect_params_not_mapped
+    expect_norms_in_jax, expect_params_not_mapped
 from grader.feedback import expect_array, expect_close
 from grader.testing import count_compiles, probe_both
 
@@ -54,6 +54,7 @@ def test_compiles_once_for_one_shape(submission, reference, rng):
     _, compiles = count_compiles(submission, reference, "per_example_grad_norms", calls)
     expect_compiles_per_shape(compiles, 1, hint="keep @jax.jit on per_example_grad_norms; three calls with one input "
                                                "shape should compile once")
+    expect_norms_in_jax(submission, *calls[0]["args"])  # the compilations must be of JAX doing the work
 
 
 def test_no_loop_small(submission, reference, rng):

@@ -13,7 +13,7 @@ import pytest
 from grader.coverage import Coverage
 from grader.feedback import CheckFailed, describe
 from grader.exercises.ex03_grad_norms.judges import expect_compiles_per_shape, expect_no_batch_loop, \
-    expect_params_not_mapped
+    expect_norms_in_jax, expect_params_not_mapped
 from grader.testing import count_compiles, probe_both
 
 DEPTH = {1: 1, 5: 2, 16: 3}  # hidden layers of the model each batch size is checked on
@@ -159,3 +159,4 @@ def test_one_compile_per_shape(submission, reference, rng):
                                    "with one shape and two with another should compile exactly twice",
                               advice="keep @jax.jit on per_example_grad_norms and do all the work inside it; calls "
                                      "with one input shape should compile once")
+    expect_norms_in_jax(submission, *calls[-1]["args"])  # the count floor: the compilations are of JAX's work

@@ -97,3 +97,20 @@ def expect_compiles_per_shape(compiles, n_shapes: int, *, hint: str, advice: str
             exc.message = exc.diagnosis
             exc.advice = exc.hint = "keep @jax.jit on per_example_grad_norms and do all the work inside it"
         raise
+
+
+NORMS_NEEDS = {"the model's tanh": ("tanh",)}
+NORMS_IN_JAX_ADVICE = ("compute the per-example gradients and their norms with JAX (jax.vmap of jax.grad) inside the "
+                       "jitted function; NumPy on the parameters or the batch runs on the host, and a jitted function "
+                       "that does none of the work only makes the compile count look right")
+
+
+def expect_norms_in_jax(submission, params, xs, ys) -> None:
+    """The count floor of the compile checks: ``per_example_grad_norms`` traces with every
+    argument a tracer (``traced:work``) and holds the model's ``tanh``, with no host callback.
+    Norms computed in NumPy beside a do-nothing jit compile once per shape too."""
+    __tracebackhide__ = True
+    from grader.traced_work import expect_jax_work
+
+    found = submission.probe("traced:work", "per_example_grad_norms", [params, xs, ys])
+    expect_jax_work(found, what="per_example_grad_norms", needs=NORMS_NEEDS, advice=NORMS_IN_JAX_ADVICE)
