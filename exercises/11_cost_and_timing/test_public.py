@@ -21,16 +21,22 @@ def test_predicts_known_costs(without_jax, truth):
                           expected=f"flops {dot_truth['flops']:g}, bytes {dot_truth['bytes']:g}",
                           hint="count a multiply and an add per term of each dot product; bytes: both operands "
                                "are read and the result written once, 4 bytes per float32")
-    ew_truth = truth.probe(PROBE + "elementwise_costs", [((64, 64), "float32")])[0]
+    # Both dtypes: a bytes formula that ignores the element size is right for float32 only.
+    cases = [((64, 64), "float32"), ((48, 32), "float16")]
     keys = ("flops", "bytes", "transcendentals")
-    got = ref.read_dict(ref.predictions(without_jax, "elementwise_cost", [((64, 64), "float32")])[0], keys,
-                        "elementwise_cost((64, 64), 'float32')")
-    bad = ref.mismatches(got, ew_truth, keys)
-    if bad:
-        raise CheckFailed("elementwise_cost((64, 64), 'float32') disagrees with XLA's cost analysis",
-                          measured="; ".join(bad), expected=", ".join(f"{k} {ew_truth[k]:g}" for k in keys),
-                          hint="the three operations fuse into one loop: which of them count as flops, which as "
-                               "transcendentals, and which arrays ever touch memory?")
+    ew_truths = truth.probe(PROBE + "elementwise_costs", [[list(s), d] for s, d in cases])
+    outs = ref.predictions(without_jax, "elementwise_cost", [[s, d] for s, d in cases])
+    for (shape, dtype), out, ew_truth in zip(cases, outs, ew_truths):
+        what = f"elementwise_cost({shape}, {dtype!r})"
+        bad = ref.mismatches(ref.read_dict(out, keys, what), ew_truth, keys)
+        if bad:
+            dtype_only = dtype == "float16" and [b.split(":")[0] for b in bad] == ["bytes"]
+            raise CheckFailed(f"{what} disagrees with XLA's cost analysis",
+                              measured="; ".join(bad), expected=", ".join(f"{k} {ew_truth[k]:g}" for k in keys),
+                              hint="a float16 element is 2 bytes, a float32 one 4: np.dtype(dtype).itemsize"
+                              if dtype_only else
+                              "the three operations fuse into one loop: which of them count as flops, which as "
+                              "transcendentals, and which arrays ever touch memory?")
 
 
 def test_analyze_small(submission, truth):
