@@ -10,8 +10,10 @@ from grader.feedback import CheckFailed
 
 def judge_donation(out: dict, *, state: str, state_key: str) -> None:
     """``out`` from a donation probe: ``jitted``, ``alias_bytes``, ``donatable_bytes``,
-    ``header``, ``params_deleted``, ``out[state_key]`` (one flag per buffer) and
-    ``batch_deleted`` (x, y).  ``state`` names the second donated argument ("opt_state",
+    ``header``, ``params_deleted``, ``out[state_key]`` (one flag per buffer),
+    ``batch_deleted`` (x, y) and, where the probe reads it, ``args_donated`` (one flag per
+    positional argument, from ``Lowered.args_info``: a donated batch no output can reuse
+    stays alive, so only this shows it).  ``state`` names the second donated argument ("opt_state",
     "momentum")."""
     decorator = "@partial(jax.jit, donate_argnums=(0, 1))"
     if not out["jitted"]:
@@ -47,6 +49,19 @@ def judge_donation(out: dict, *, state: str, state_key: str) -> None:
                        else "the compiled step does not alias the donated buffers to its outputs"),
             advice=f"jit train_step with donate_argnums=(0, 1): the parameters and {state} are both replaced "
                    f"every step")
+    donated = out.get("args_donated")  # Lowered.args_info, where the probe reads it
+    if donated is not None and any(donated[2:]):
+        names = ["x", "y", "lr", "beta"] if len(donated) == 6 else [f"argument {i}" for i in range(2, len(donated))]
+        extra = [name for name, flag in zip(names, donated[2:]) if flag]
+        raise CheckFailed(
+            f"train_step donates {' and '.join(extra)} as well as params and {state}",
+            measured=f"train_step.lower(...).args_info marks as donated: {', '.join(extra)} (beside params and "
+                     f"{state})",
+            expected=f"exactly params and {state} donated",
+            hint="donate only what the step replaces: donate_argnums=(0, 1)",
+            diagnosis=f"train_step donates more than params and {state}: {', '.join(extra)} too",
+            advice=f"donate only params and {state}: donate_argnums=(0, 1). A donated batch that no output can "
+                   f"reuse only makes JAX warn, but the caller may not use it again")
     if any(out["batch_deleted"]):
         raise CheckFailed(
             "train_step donates the batch (x or y) as well: the caller's data is deleted by the call",

@@ -48,6 +48,10 @@ NESTED_CALL_PRIMITIVES = ("jit", "pjit")
 WHILE_PRIMITIVE = "while"
 #: The primitive ``jax.shard_map`` leaves in a jaxpr (``jax.experimental.shard_map`` makes the same one).
 SHARD_MAP_PRIMITIVE = "shard_map"
+#: Primitive names of ``jax.checkpoint`` (``jax.remat``) in a jaxpr.
+REMAT_PRIMITIVES = ("remat2", "checkpoint")
+#: Primitive names of host callbacks: work done in Python, outside what JAX traces.
+CALLBACK_PRIMITIVES = ("pure_callback", "io_callback", "callback")
 SCAN_PRIMITIVE = "scan"
 #: Where a jaxpr draws random bits from a key: one equation per draw (under ``vmap`` one for
 #: the whole batch); ``threefry2x32`` is how older JAX spelled it without typed keys.

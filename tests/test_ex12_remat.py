@@ -31,3 +31,135 @@ def test_segment_levels_follow_the_segment_count():
             budget = budget_for(levels, target, 0.5)
             fits = [k for k in range(1, depth + 1) if levels[k] <= budget]
             assert fits[0] == target < depth
+
+
+# --- several budgets, one diagnosis ------------------------------------------------------------
+import jax.numpy as jnp  # noqa: E402
+import pytest  # noqa: E402
+
+from grader.exercises.ex12_remat import judges  # noqa: E402
+from grader.feedback import CheckFailed  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _rank_promotion_allowed():
+    """The model adds a bias f32[d] to f32[B, d], as learners write it (the tests' config raises)."""
+    with jax.numpy_rank_promotion("allow"):
+        yield
+
+
+def test_every_drawn_budget_singles_out_its_answer_and_the_last_gap_is_one_activation():
+    for depth in (5, 6, 7):
+        levels = _levels(depth)
+        assert levels[depth - 1] - levels[depth] == 4 * 8 * 4  # one activation: batch 4 x width 8, float32
+        for seed in range(20):
+            for target, where in judges.draw_budgets(np.random.default_rng(seed), depth):
+                budget = judges.budget_for(levels, target, where)
+                assert min(k for k in range(1, depth + 1) if levels[k] <= budget) == target
+
+
+def _answers(levels, budgets, depth, pick):
+    return [pick([k for k in range(1, depth + 1) if levels[k] <= b], [k for k in range(1, depth + 1) if levels[k] < b])
+            for b in budgets]
+
+
+def test_choices_name_the_mistake():
+    depth, levels = 5, _levels(5)
+    act = levels[2] - levels[3]
+    budgets = [judges.budget_for(levels, 2, 0.5), judges.budget_for(levels, 3, 0.5), levels[3]]
+    right = _answers(levels, budgets, depth, lambda fits, _: fits[0])
+    judges.judge_choices(right, budgets, levels, depth, hidden=True)
+    strict = _answers(levels, budgets, depth, lambda _, under: under[0] if under else depth)
+    with pytest.raises(CheckFailed, match="keeps exactly the budget"):
+        judges.judge_choices(strict, budgets, levels, depth, hidden=True)
+    estimate = [min((k for k in range(1, depth + 1) if levels[k] + act - 4 <= b), default=depth) for b in budgets]
+    with pytest.raises(CheckFailed, match="so does the smaller segment size 3") as failure:
+        judges.judge_choices(estimate, budgets, levels, depth, hidden=True)
+    assert "do not estimate" in failure.value.hint
+    with pytest.raises(CheckFailed, match="does not fit"):
+        judges.judge_choices([1, 1, 1], budgets, levels, depth, hidden=True)
+
+
+# --- what only a jaxpr shows ---------------------------------------------------------------------
+class _Ctx:
+    def __init__(self, **functions):
+        self.functions = functions
+
+    def function(self, name):
+        return self.functions[name]
+
+
+def _run(ps, h):
+    for p in ps:
+        h = jnp.tanh(h @ p["w"] + p["b"])
+    return h
+
+
+def _head(h, y):
+    return 0.5 * jnp.mean(jnp.sum((h - y) ** 2, axis=-1))
+
+
+def _segmented(head_inside=None):
+    def remat_loss(params, x, y, segment):
+        starts = list(range(0, len(params), segment))
+        h = x
+        for s in starts[:-1]:
+            h = jax.checkpoint(_run)(params[s:s + segment], h)
+        last = params[starts[-1]:]
+        if head_inside == "operand":
+            return jax.checkpoint(lambda ps, h, y: _head(_run(ps, h), y))(last, h, y)
+        if head_inside == "closure":
+            return jax.checkpoint(lambda ps, h: _head(_run(ps, h), y))(last, h)
+        if head_inside == "jitted":
+            return jax.jit(lambda ps, h, y: jax.checkpoint(lambda a, b, c: _head(_run(a, b), c))(ps, h, y))(last, h, y)
+        h = jax.checkpoint(_run)(last, h)
+        if head_inside == "own_checkpoint":  # the head checkpointed apart from the blocks: still outside them
+            return jax.checkpoint(_head)(h, y)
+        return _head(h, y)
+    return remat_loss
+
+
+@pytest.mark.parametrize("how, inside", [(None, False), ("own_checkpoint", False), ("operand", True),
+                                         ("closure", True), ("jitted", True)])
+def test_head_in_segments_reads_the_jaxpr(how, inside):
+    params, x, y = draw_model(np.random.default_rng(0), depth=5, width=8, batch=4)
+    ctx = _Ctx(remat_loss=_segmented(how))
+    assert probe.head_in_segments(ctx, params, x, y, [1, 2, 5]) == [inside] * 3
+
+
+def _step(grad_of, donate=(0, 1)):
+    def train_step(params, momentum, x, y, lr, beta):
+        value, grads = jax.value_and_grad(grad_of)(params, x, y)
+        momentum = jax.tree.map(lambda m, g: beta * m + g, momentum, grads)
+        return jax.tree.map(lambda p, m: p - lr * m, params, momentum), momentum, value
+    return jax.jit(train_step, donate_argnums=donate)
+
+
+def test_step_structure_wants_remat_loss_and_no_callback():
+    params, x, y = draw_model(np.random.default_rng(0), depth=4, width=8, batch=4)
+    momentum = jax.tree.map(np.zeros_like, params)
+    remat = _step(lambda p, a, b: _segmented()(p, a, b, 2))
+    judges.judge_step_structure(probe.step_primitives(_Ctx(train_step=remat), params, momentum, x, y, 0.1, 0.9))
+    plain = _step(lambda p, a, b: _head(_run(p, a), b))
+    with pytest.raises(CheckFailed, match="does not differentiate remat_loss"):
+        judges.judge_step_structure(probe.step_primitives(_Ctx(train_step=plain), params, momentum, x, y, 0.1, 0.9))
+
+    def host(params, momentum, x, y, lr, beta):
+        shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), (params, momentum))
+        return jax.pure_callback(lambda p, m, *_: (p, m, np.float32(0)),
+                                 (*shapes, jax.ShapeDtypeStruct((), jnp.float32)), params, momentum, x, y, lr, beta)
+    with pytest.raises(CheckFailed, match="host callback"):
+        judges.judge_step_structure(probe.step_primitives(_Ctx(train_step=jax.jit(host)), params, momentum, x, y,
+                                                          0.1, 0.9))
+
+
+def test_donated_args_show_a_donated_batch():
+    from grader.probes import steps
+
+    params, x, y = draw_model(np.random.default_rng(0), depth=2, width=8, batch=4)
+    momentum = jax.tree.map(np.zeros_like, params)
+    args = (params, momentum, x, y, 0.1, 0.9)
+    loss = lambda p, a, b: _head(_run(p, a), b)  # noqa: E731
+    assert steps.donated_args(steps.lower(_step(loss), args)) == [True, True, False, False, False, False]
+    with pytest.warns(UserWarning, match="donated buffers were not usable"):  # JAX only warns
+        assert steps.donated_args(steps.lower(_step(loss, (0, 1, 2, 3)), args))[2:4] == [True, True]

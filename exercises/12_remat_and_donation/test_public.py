@@ -12,12 +12,14 @@ import numpy as np
 from grader.exercises.ex12_remat.judges import (
     budget_for,
     draw_model,
-    judge_choice,
+    judge_choices,
     judge_donation,
     judge_gradients,
+    judge_head_outside,
     judge_momentum_step,
     judge_remat_bytes,
     judge_residual_bytes,
+    judge_step_structure,
 )
 from grader.testing import count_compiles, expect_compiles
 
@@ -41,14 +43,19 @@ def test_remat_small(submission, truth):
                         hidden=False)
     judge_remat_bytes(submission.probe("ex12_remat:remat_bytes", params, x, y, segments),
                       truth.probe("ex12_remat:reference_bytes", params, x, y, segments), segments, DEPTH, hidden=False)
+    judge_head_outside(submission.probe("ex12_remat:head_in_segments", params, x, y, segments), segments, DEPTH)
 
 
 def test_choose_segment_small(submission, truth):
     params, x, y = model()
     measured = dict(zip(range(DEPTH + 1), truth.probe("ex12_remat:reference_bytes", params, x, y,
                                                        list(range(DEPTH + 1)))))
-    budget = budget_for(measured, 2, 0.5)  # halfway between what segment sizes 2 and 1 keep: the answer is 2
-    judge_choice(submission.probe("ex12_remat:choice", params, x, y, budget), budget, DEPTH, hidden=False)
+    # Segment sizes 1..5 make 5, 3, 2, 2 and 1 segments.  Halfway between what sizes 2 and 1 keep: 2;
+    # halfway between sizes 3 and 2, one activation apart (an estimate one activation off misses it): 3;
+    # exactly what size 3 keeps ("at most", not "less than"): 3.
+    budgets = [budget_for(measured, 2, 0.5), budget_for(measured, 3, 0.5), measured[3]]
+    judge_choices(submission.probe("ex12_remat:choices", params, x, y, budgets), budgets, measured, DEPTH,
+                  hidden=False)
 
 
 def test_momentum_step_small(submission, reference, truth):
@@ -58,6 +65,7 @@ def test_momentum_step_small(submission, reference, truth):
     ref = truth.probe("ex12_remat:reference_value_and_grad", params, x, y)
     judge_momentum_step(submission.call("train_step", params, momentum, x, y, lr, beta), params, momentum, lr, beta,
                         ref)
+    judge_step_structure(submission.probe("ex12_remat:step_primitives", params, momentum, x, y, lr, beta))
     judge_donation(submission.probe("ex12_remat:donation", params, momentum, x, y, 0.05, 0.8))
     x3 = np.random.default_rng(1).normal(size=(3, WIDTH)).astype(np.float32)  # a new batch size: a fresh compile
     calls = [{"args": [params, momentum, x3, x3, lr_i, 0.9]} for lr_i in (0.1, 0.05, 0.02, 0.01)]

@@ -11,7 +11,10 @@ hands over, so nothing here reads an attribute the learner could have set:
   consumed -- what donation does, read from the buffers' addresses (a step that is exactly
   a ``jax.jit`` function cannot delete its inputs by hand, and this corroborates it);
 * ``runs_as_lowered``: the compiled program from ``lower`` gives the outputs the call
-  gives on the same inputs (a ``.lower`` of another program does not).
+  gives on the same inputs (a ``.lower`` of another program does not);
+* ``donated_args``: which positional arguments the lowered step donates, from JAX's own
+  record (``Lowered.args_info``).  A donated input that no output can reuse (a batch) only
+  makes JAX warn and stays alive, so ``is_deleted()`` cannot show that it was donated.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from jax._src.array import ArrayImpl as _ArrayImpl  # the type of every jax.Arra
 _JIT_TYPE = type(jax.jit(lambda: None))  # wrapping compiles nothing and starts no backend
 _jit_lower = _JIT_TYPE.lower  # JAX sets lower on the type; bound now, before any learner code
 _Lowered = _stages.Lowered
+_args_info = _stages.Lowered.args_info  # the slot's own descriptor, bound before any learner code
 _pointer = _ArrayImpl.unsafe_buffer_pointer
 _is_deleted = _ArrayImpl.is_deleted
 _leaves = jax.tree.leaves
@@ -45,6 +49,13 @@ def lower(fn, args: tuple):
         return None
     lowered = _jit_lower(fn, *args)
     return lowered if type(lowered) is _Lowered else None
+
+
+def donated_args(lowered) -> list[bool]:
+    """For each positional argument of ``lowered`` (from ``lower``), whether any of its
+    buffers is donated."""
+    args, _ = _args_info.__get__(lowered)
+    return [any(bool(info.donated) for info in _leaves(arg)) for arg in args]
 
 
 def pointers(tree) -> set[int]:

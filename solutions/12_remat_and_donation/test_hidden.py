@@ -6,7 +6,8 @@ grader's own segment checkpointing (``ex12_remat:reference_bytes``) and the plai
 gradient run in the clean worker; the learner's residual bytes are measured by the probe in
 the learner's process.  The budget is drawn between two measured levels, so exactly one
 segment size is the smallest that fits; the SGD-with-momentum reference is NumPy on the
-clean worker's gradient.
+clean worker's gradient.  Structure the numbers cannot show is read from jaxprs: the head
+outside the checkpoints, and a step that differentiates ``remat_loss`` with JAX (no callback).
 
 The momentum step compiles twice: its value check and donation check share one shape
 (the donation check's lower/compile hits the cache), and the compile-count check uses a
@@ -16,17 +17,19 @@ batch size no other check uses.
 import numpy as np
 
 from grader.exercises.ex12_remat.judges import (
-    answer_candidates,
     budget_for,
-    draw_budget_target,
+    budget_labels,
+    draw_budgets,
     draw_model,
     draw_segments,
-    judge_choice,
+    judge_choices,
     judge_donation,
     judge_gradients,
+    judge_head_outside,
     judge_momentum_step,
     judge_remat_bytes,
     judge_residual_bytes,
+    judge_step_structure,
     segment_labels,
 )
 from grader.coverage import Coverage, check_rng, ensure
@@ -39,13 +42,20 @@ def remat_case(rng):
 
 
 def choice_case(rng):
-    params, x, y = draw_model(rng)
-    return params, x, y, draw_budget_target(rng, len(params))
+    # depth 5 to 7: depth 4 has no gap one activation wide below the depth (4, 2, 2, 1 segments)
+    params, x, y = draw_model(rng, depth=int(rng.integers(5, 8)))
+    return params, x, y, draw_budgets(rng, len(params))
 
 
 def choice_labels(rng):
-    params, _, _, (target, _) = choice_case(rng)
-    return {"answer_between_1_and_depth"} if 1 < target < len(params) else set()
+    params, _, _, budgets = choice_case(rng)
+    return budget_labels(len(params), budgets)
+
+
+#: What choose_segment is judged on at every seed: the three kinds of answer, a budget exactly at
+#: a level (at most, not less than), and a gap of one activation (an estimate off by one misses).
+CHOICE_CATEGORIES = {"answer_1", "answer_between_1_and_depth", "answer_depth", "budget_at_a_level",
+                     "gap_of_one_activation"}
 
 
 COVERAGE = {
@@ -58,7 +68,7 @@ COVERAGE = {
         labels=lambda rng: (lambda c: segment_labels(len(c[0]), c[3]))(remat_case(rng)),
         test="test_remat_saves_like_segments"),
     "choose_segment_meets_budget": Coverage(
-        required={"answer_between_1_and_depth"},
+        required=CHOICE_CATEGORIES,
         labels=choice_labels,
         test="test_choose_segment_meets_budget"),
 }
@@ -90,28 +100,27 @@ def test_remat_saves_like_segments(submission, truth, rng):
     want = truth.probe("ex12_remat:reference_bytes", params, x, y, segments)
     got = submission.probe("ex12_remat:remat_bytes", params, x, y, segments)
     judge_remat_bytes(got, want, segments, len(params), hidden=True)
+    # The head inside the last segment keeps y instead of h - y: the same bytes, so read the jaxpr.
+    judge_head_outside(submission.probe("ex12_remat:head_in_segments", params, x, y, segments), segments,
+                       len(params))
 
 
 # --- part C: the smallest segment that fits a budget ---------------------------------------------------
 
 def test_choose_segment_meets_budget(submission, truth, rng):
-    params, x, y, (target, where) = choice_case(rng)
+    params, x, y, budgets = choice_case(rng)
     depth = len(params)
-    ensure("choose_segment_meets_budget", COVERAGE["choose_segment_meets_budget"].required,
-           {"answer_between_1_and_depth"} if 1 < target < depth else set())
+    ensure("choose_segment_meets_budget", CHOICE_CATEGORIES, budget_labels(depth, budgets))
     sizes = list(range(depth + 1))  # 0: no remat ("save everything"); depth: one segment ("save the least")
     measured = dict(zip(sizes, truth.probe("ex12_remat:reference_bytes", params, x, y, sizes)))
-    # The live levels must have the shape the draw assumed: strictly fewer bytes at every candidate.
-    levels_ok = all(measured[k] < measured[k - 1] for k in answer_candidates(depth)) and measured[depth] < measured[0]
+    # The live levels must have the shape the draw assumed: strictly fewer bytes at every answer.
+    levels_ok = all(measured[k] < measured[k - 1] for k, _ in budgets)
     ensure("choose_segment_meets_budget", {"levels_strictly_decrease"}, {"levels_strictly_decrease"} if levels_ok else set())
-    budget = budget_for(measured, target, where)
-    got = submission.probe("ex12_remat:choice", params, x, y, budget)
-    k = got["segment"]
-    if type(k) is int and 1 <= k <= depth:
-        # judged on what segment checkpointing at k really keeps (the grader's own levels), not on
-        # the learner's remat_loss, which may checkpoint something else
-        got = {**got, "bytes": measured[k], **({"bytes_before": measured[k - 1]} if k > 1 else {})}
-    judge_choice(got, budget, depth, hidden=True)
+    amounts = [budget_for(measured, target, where) for target, where in budgets]
+    answers = submission.probe("ex12_remat:choices", params, x, y, amounts)
+    # judged on what segment checkpointing at each answer really keeps (the grader's own levels),
+    # not on the learner's remat_loss, which may checkpoint something else
+    judge_choices(answers, amounts, measured, depth, hidden=True)
 
 
 # --- part D: SGD with momentum, donating --------------------------------------------------------------
@@ -127,6 +136,12 @@ def test_momentum_step_matches(submission, truth, rng):
     ref = truth.probe("ex12_remat:reference_value_and_grad", params, x, y)
     out = submission.call("train_step", params, momentum, x, y, lr, beta)
     judge_momentum_step(out, params, momentum, lr, beta, ref)
+
+
+def test_momentum_step_traced(submission, rng, seed):
+    # The value check's shapes (its generator's first draws): tracing only, nothing compiles.
+    params, momentum, x, y, lr, beta = step_case(check_rng(seed, "test_momentum_step_matches"))
+    judge_step_structure(submission.probe("ex12_remat:step_primitives", params, momentum, x, y, lr, beta))
 
 
 def test_momentum_step_donates(submission, rng, seed):

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from grader import donation
+from grader import donation, jaxcompat
 from grader.feedback import CheckFailed, describe
 
 
@@ -57,15 +57,49 @@ def answer_candidates(depth: int) -> list[int]:
     return [k for k in range(2, depth) if counts[k] < counts[k - 1]]
 
 
-def draw_budget_target(rng, depth: int) -> tuple[int, float]:
-    """The answer the budget will single out, and where in its gap the budget sits (0..1)."""
-    return int(rng.choice(answer_candidates(depth))), float(rng.uniform(0.15, 0.85))
-
-
 def budget_for(ref_bytes: dict[int, int], target: int, where: float) -> int:
-    """A budget that the target segment size meets and the size below it does not."""
+    """A budget that the target segment size meets and the size below it does not
+    (``ref_bytes[0]``: no remat at all, the level above segment size 1)."""
     low, high = ref_bytes[target], ref_bytes[target - 1]
     return int(low + where * (high - low))
+
+
+def budget_targets(depth: int) -> list[int]:
+    """Every answer a budget can single out: 1, each size that makes fewer segments than the
+    size below it, and the depth (one segment).  The last gap, between depth - 1 and depth,
+    is always one activation wide (two segments against one), so an estimate off by one
+    activation misses it."""
+    return [1] + answer_candidates(depth) + [depth]
+
+
+def draw_budgets(rng, depth: int) -> list[tuple[int, float]]:
+    """One budget per answer, each somewhere in its gap (0..1 from its level to the level
+    above), and one more exactly at the level of an answer below the depth (``<=``, not
+    ``<``: 0.0), in random order.  Not at the depth's level: a search that finds nothing
+    and falls back on the depth would pass there by luck."""
+    targets = budget_targets(depth)
+    budgets = [(t, float(rng.uniform(0.15, 0.85))) for t in targets]
+    budgets.append((int(rng.choice(targets[:-1])), 0.0))
+    return [budgets[i] for i in rng.permutation(len(budgets))]
+
+
+def segments_of(depth: int, k: int) -> int:
+    return math.ceil(depth / k)
+
+
+def budget_labels(depth: int, budgets: list[tuple[int, float]]) -> set[str]:
+    """Coverage categories of a set of budgets: the answers 1, the depth and one between; a
+    budget exactly at a level below the depth's; and a budget inside a gap one activation
+    wide (one segment fewer) whose answer is not the depth (an estimate one activation off
+    answers the next size down there, and no fallback hides it)."""
+    labels = set()
+    for target, where in budgets:
+        labels.add("answer_1" if target == 1 else "answer_depth" if target == depth else "answer_between_1_and_depth")
+        if where == 0.0 and target < depth:
+            labels.add("budget_at_a_level")
+        if where > 0.0 and 1 < target < depth and segments_of(depth, target - 1) - segments_of(depth, target) == 1:
+            labels.add("gap_of_one_activation")
+    return labels
 
 
 # --- verdicts -------------------------------------------------------------------------------------------
@@ -159,33 +193,100 @@ def judge_remat_bytes(got: list, want: list, segments: list, depth: int, *, hidd
                 advice=advice)
 
 
-def judge_choice(out: dict, budget: int, depth: int, *, hidden: bool) -> None:
-    k = out["segment"]
-    if type(k) is not int or not 1 <= k <= depth:
+def judge_choices(answers: list, budgets: list[int], levels: dict[int, int], depth: int, *, hidden: bool) -> None:
+    """``choose_segment``'s answer for each budget, judged on the grader's own measured
+    levels (``levels[k]``: what segment checkpointing at ``k`` keeps; every budget is at least
+    ``levels[depth]``).  Every answer is judged before one diagnosis is chosen: a strict ``<``
+    and an estimate one activation off both miss a budget exactly at a level, and only the
+    estimate also misses budgets inside a gap."""
+    for k in answers:
+        if type(k) is not int or not 1 <= k <= depth:
+            raise CheckFailed(
+                "choose_segment should return a segment size between 1 and the number of blocks",
+                measured=f"it returned {k!r}", expected=f"an int in 1..{depth}",
+                hint="try k = 1, 2, ... and return the first whose residual bytes fit the budget",
+                diagnosis="choose_segment did not return an int between 1 and the number of blocks",
+                advice="try segment sizes 1, 2, ... and return the first whose residual bytes fit the budget")
+    sizes = range(1, depth + 1)
+    wrong = []  # (answer, budget, the smallest size that fits)
+    for k, budget in zip(answers, budgets):
+        smallest = min((j for j in sizes if levels[j] <= budget), default=depth)
+        if k != smallest:
+            wrong.append((k, budget, smallest))
+    if not wrong:
+        return
+    lines = "\n".join(f"budget {budget}: your answer {k} (keeps {levels[k]} bytes); the smallest that fits is "
+                       f"{smallest} (keeps {levels[smallest]})" for k, budget, smallest in wrong)
+    over = [w for w in wrong if levels[w[0]] > w[1]]
+    if over:
         raise CheckFailed(
-            "choose_segment should return a segment size between 1 and the number of blocks",
-            measured=f"it returned {k!r}", expected=f"an int in 1..{depth}",
-            hint="try k = 1, 2, ... and return the first whose residual bytes fit the budget",
-            diagnosis="choose_segment did not return an int between 1 and the number of blocks",
-            advice="try segment sizes 1, 2, ... and return the first whose residual bytes fit the budget")
-    if out["bytes"] > budget:
-        raise CheckFailed(
-            f"choose_segment's answer ({k}) does not fit the budget",
-            measured=f"remat_loss(..., {k}) keeps {out['bytes']} residual bytes", expected=f"at most {budget}",
+            f"choose_segment's answer ({over[0][0]}) does not fit the budget",
+            measured=lines, expected="the smallest segment size whose residual bytes are at most the budget",
             hint="measure, do not estimate: the residuals hold the parameters and the input too",
             diagnosis="remat_loss at the chosen segment size keeps more residual bytes than the budget",
             advice="measure each candidate with residual_bytes (the residuals include the parameters and the "
                    "input, not only the saved activations) and return the first that fits")
-    if k > 1 and out["bytes_before"] <= budget:
+    strict = all(levels[smallest] == budget and k == min((j for j in sizes if levels[j] < budget), default=depth)
+                 for k, budget, smallest in wrong)
+    if strict:
         raise CheckFailed(
-            f"choose_segment's answer ({k}) fits, but so does the smaller segment size {k - 1}",
-            measured=f"remat_loss(..., {k - 1}) keeps {out['bytes_before']} bytes, within the budget {budget}",
-            expected="the smallest segment size that fits",
-            hint="smaller segments save more boundaries but recompute less at a time: return the SMALLEST size "
-                 "that fits, not the largest (remat everything always fits)",
-            diagnosis="a smaller segment size also fits the budget: the answer is not the smallest that fits",
-            advice="scan k = 1, 2, ... upwards and stop at the first size that fits; checkpointing everything in "
-                   "one segment always fits, but it is not what the budget asks for")
+            f"choose_segment refused segment size {wrong[0][2]}, which keeps exactly the budget",
+            measured=lines, expected="'at most budget': a size that keeps exactly the budget fits",
+            hint="compare with <= budget, not < budget",
+            diagnosis="a segment size that keeps exactly the budget was refused: the comparison is strict",
+            advice="a size fits when its residual bytes are at most the budget: compare with <=")
+    k, budget, smallest = wrong[0]
+    raise CheckFailed(
+        f"choose_segment's answer ({k}) fits, but so does the smaller segment size {smallest}",
+        measured=lines, expected="the smallest segment size that fits",
+        hint="measure each size with residual_bytes, do not estimate (one activation off is one size too far), "
+             "and return the SMALLEST size that fits, not the largest (remat everything always fits)",
+        diagnosis="a smaller segment size also fits the budget: the answer is not the smallest that fits",
+        advice="scan k = 1, 2, ... upwards, measure remat_loss's residual bytes at each with residual_bytes (an "
+               "estimate can be off by an activation), and stop at the first size that fits; checkpointing "
+               "everything in one segment always fits, but it is not what the budget asks for")
+
+
+def judge_head_outside(flags: list, segments: list, depth: int) -> None:
+    """``flags[i]``: whether ``remat_loss(..., segments[i])`` checkpoints ``y`` together with a
+    block's parameters (probe ``head_in_segments``)."""
+    for k, inside in zip(segments, flags):
+        if inside:
+            advice = ("run the segments of blocks under jax.checkpoint, then compute 0.5 * mean(sum((h - y) ** 2)) "
+                      "on their output, outside any checkpoint: y belongs to the head, not to a segment")
+            raise CheckFailed(
+                f"remat_loss(..., {k}) runs the head (the mean squared error) inside a checkpointed segment",
+                measured="a jax.checkpoint in remat_loss's jaxpr takes y together with a block's parameters",
+                expected="every checkpoint takes blocks' parameters and an activation; y is used outside them",
+                hint=advice, diagnosis="the head (the mean squared error) is inside a checkpointed segment",
+                advice=advice)
+
+
+def judge_step_structure(primitives: dict) -> None:
+    """``primitives``: counts in ``train_step``'s jaxpr (probe ``step_primitives``).  The step
+    must be JAX's work: a callback runs Python on the host (a NumPy step inside one compiles
+    once, donates and gives the right numbers), and without a checkpoint equation it is not
+    remat_loss's gradient."""
+    callbacks = sorted(p for p in primitives if p in jaxcompat.CALLBACK_PRIMITIVES)
+    if callbacks:
+        raise CheckFailed(
+            "train_step computes its step in a host callback, outside what JAX traces and compiles",
+            measured=f"train_step's jaxpr holds {', '.join(callbacks)}",
+            expected="the step traced end to end: remat_loss's checkpointed blocks, its gradient and the update",
+            hint="write the step with jax.value_and_grad and jax.tree.map, not NumPy in a callback",
+            diagnosis=f"train_step hands its work to Python through {', '.join(callbacks)}",
+            advice="compute the loss, gradient and update with JAX inside the jitted step: "
+                   "jax.value_and_grad(remat_loss)(params, x, y, SEGMENT), then jax.tree.map")
+    if not any(primitives.get(p, 0) for p in jaxcompat.REMAT_PRIMITIVES):
+        raise CheckFailed(
+            "train_step does not differentiate remat_loss: its jaxpr has no checkpointed segment",
+            measured=f"no jax.checkpoint equation (primitive {jaxcompat.REMAT_PRIMITIVES[0]}) in train_step's "
+                     f"jaxpr, nested jaxprs included",
+            expected="the gradient of remat_loss(params, x, y, SEGMENT): jax.checkpoint equations in the step",
+            hint="jax.value_and_grad(remat_loss)(params, x, y, SEGMENT), not the plain loss",
+            diagnosis="train_step takes the gradient of the plain loss (or of something without remat), not of "
+                      "remat_loss: the same numbers, but the step keeps every activation",
+            advice="differentiate remat_loss(params, x, y, SEGMENT): the step is where remat saves memory")
 
 
 def judge_momentum_step(out, params, momentum, lr, beta, ref: dict) -> None:

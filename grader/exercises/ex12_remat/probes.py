@@ -18,9 +18,20 @@ In the sandbox, beside the learner's code (each returns plain data; verdicts are
 ``choice(ctx, params, x, y, budget)``
     the learner's ``choose_segment``, and the residual bytes of ``remat_loss`` at its answer
     and at the answer minus one.
+``choices(ctx, params, x, y, budgets)``
+    the learner's ``choose_segment`` for each budget (the checks judge the answers on the
+    grader's own measured levels).
+``head_in_segments(ctx, params, x, y, segments)``
+    for each segment size, whether ``remat_loss``'s jaxpr runs the head inside a checkpoint:
+    a ``jax.checkpoint`` equation that receives ``y`` together with a block's parameters
+    (the residual bytes cannot show it: the head inside keeps ``y`` instead of ``h - y``).
+``step_primitives(ctx, params, momentum, x, y, lr, beta)``
+    how often each primitive appears in ``train_step``'s jaxpr, sub-jaxprs included: the
+    checkpointed segments of ``remat_loss`` must be there, and no callback.
 ``donation(ctx, params, momentum, x, y, lr, beta)``
     ``memory_analysis().alias_size_in_bytes`` and the module header of
-    ``train_step.lower(...).compile()``, then one call, and which inputs it deleted.
+    ``train_step.lower(...).compile()``, which arguments the lowering donates
+    (``args_info``), then one call, and which inputs it deleted.
 
 In the clean worker (no learner code; manifest ``clean_worker = true``): the grader's own
 model -- ``reference_bytes`` (segment checkpointing as the statement defines it) and
@@ -36,7 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import stages as _stages
 
-from grader import jaxcompat
+from grader import ir, jaxcompat
 from grader.probes import steps as _steps
 from grader.sandbox.context import to_jax
 
@@ -56,6 +67,7 @@ _deleted_flags = jaxcompat.deleted_flags()  # bound now, before any learner code
 _compile = _stages.Lowered.compile
 _as_text = _stages.Compiled.as_text
 _memory_analysis = _stages.Compiled.memory_analysis
+_make_jaxpr = jax.make_jaxpr
 
 
 def measure(f, *args) -> int:
@@ -158,6 +170,50 @@ def choice(ctx, params, x, y, budget: int) -> dict:
     return out
 
 
+def choices(ctx, params, x, y, budgets: list) -> list:
+    choose = ctx.function("choose_segment")
+    params, x, y = to_jax([params, x, y])
+    return [_plain_number(choose(params, x, y, int(budget))) for budget in budgets]
+
+
+def _head_in_a_checkpoint(jaxpr, y_vars: set, param_vars: set) -> bool:
+    """Whether an equation of ``jaxpr`` (or of a sub-jaxpr reached through a call whose
+    operands map one to one onto its inputs) checkpoints ``y`` together with a parameter."""
+    for eqn in jaxpr.eqns:
+        ins = [v for v in eqn.invars if not hasattr(v, "val")]  # literals carry nothing
+        if eqn.primitive.name in jaxcompat.REMAT_PRIMITIVES and \
+                any(v in y_vars for v in ins) and any(v in param_vars for v in ins):
+            return True
+        for sub in jaxcompat.jaxprs_in_params(eqn.params):
+            inner = getattr(sub, "jaxpr", sub)
+            if len(inner.invars) > len(eqn.invars):
+                continue
+            outer = eqn.invars[len(eqn.invars) - len(inner.invars):]  # cond: the operands after the index
+            sub_y = {i for i, o in zip(inner.invars, outer) if o in y_vars}
+            sub_p = {i for i, o in zip(inner.invars, outer) if o in param_vars}
+            if sub_y and sub_p and _head_in_a_checkpoint(inner, sub_y, sub_p):
+                return True
+    return False
+
+
+def head_in_segments(ctx, params, x, y, segments: list) -> list:
+    fn = ctx.function("remat_loss")
+    params, x, y = to_jax([params, x, y])
+    n_params = len(_leaves(params))
+    out = []
+    for k in segments:
+        closed = _make_jaxpr(lambda p, xx, yy: fn(p, xx, yy, int(k)))(params, x, y)
+        invars = closed.jaxpr.invars  # the leaves of params, then x, then y
+        out.append(_head_in_a_checkpoint(closed.jaxpr, {invars[n_params + 1]}, set(invars[:n_params])))
+    return out
+
+
+def step_primitives(ctx, params, momentum, x, y, lr: float, beta: float) -> dict:
+    fn = ctx.function("train_step")
+    params, momentum, x, y = to_jax([params, momentum, x, y])
+    return ir.primitive_counts(_make_jaxpr(fn)(params, momentum, x, y, float(lr), float(beta)))
+
+
 def _deleted(tree) -> list[bool]:
     return _deleted_flags(_leaves(tree))
 
@@ -172,7 +228,7 @@ def donation(ctx, params, momentum, x, y, lr: float, beta: float) -> dict:
         compiled = _compile(lowered)
         text = _as_text(compiled)
         result.update(jitted=True, alias_bytes=int(_memory_analysis(compiled).alias_size_in_bytes),
-                      header=text[: text.find("\n")][:20000])
+                      header=text[: text.find("\n")][:20000], args_donated=_steps.donated_args(lowered))
     before = _steps.pointers((params, momentum))
     out = _block(fn(*args))
     result.update(params_deleted=_deleted(params), momentum_deleted=_deleted(momentum), batch_deleted=_deleted((x, y)),
