@@ -53,11 +53,29 @@ def test_the_probe_sees_whether_benchmark_compiled_fn():
         np.tanh(np.asarray(args[0]) @ np.asarray(args[1]))
         return 0.05, 0.001
 
+    def wrapped(fn, *args, repeats=5):  # a wrapper jax.jit traces: fn's work is compiled, under another name
+        jax.jit(lambda *a: fn(*a)).lower(*args).compile()
+        return 0.05, 0.001
+
+    def cleared(fn, *args, repeats=5):  # the counters restart: what counts is what compiled after the clear
+        jax.clear_caches()
+        jax.block_until_ready(jax.jit(fn)(*args))
+        return 0.05, 0.001
+
+    def traced_only(fn, *args, repeats=5):
+        jax.make_jaxpr(fn)(*args)
+        return 0.05, 0.001
+
     sizes = {"light": 8, "heavy": 16}
-    seen = probe.benchmark_against_probe(Ctx(honest), sizes, 1, 0)
-    assert all(seen[k]["evidence"]["lowered"] and seen[k]["evidence"]["compiles"] >= 1 for k in sizes)
-    seen = probe.benchmark_against_probe(Ctx(numpy_only), sizes, 1, 0)
-    assert all(not seen[k]["evidence"]["lowered"] and seen[k]["evidence"]["compiles"] == 0 for k in sizes)
+    for right in (honest, wrapped, cleared):
+        seen = probe.benchmark_against_probe(Ctx(right), sizes, 1, 0)
+        assert all(seen[k]["evidence"]["lowered"] and seen[k]["evidence"]["compiles"] >= 1 for k in sizes), right
+    for wrong in (numpy_only, traced_only):
+        seen = probe.benchmark_against_probe(Ctx(wrong), sizes, 1, 0)
+        assert all(seen[k]["evidence"]["compiles"] == 0 for k in sizes), wrong
+    seen = probe.benchmark_against_probe(Ctx(numpy_only), sizes, {"light": 1, "heavy": 3}, 0)
+    assert not any(seen[k]["evidence"]["lowered"] for k in sizes)
+    assert (seen["light"]["repeats"], seen["heavy"]["repeats"]) == (1, 3)
 
 
 def codes(problems):
@@ -86,6 +104,28 @@ def test_compile_inside_the_run_is_caught():
 
 def test_constants_are_caught():
     assert "no_scaling" in codes(ref.run_problems(timing((80 * MS, 0.5 * MS), (80 * MS, 0.5 * MS))))
+
+
+def test_a_total_of_the_repeats_is_caught_and_named():
+    total = timing((60 * MS, 5 * 0.06 * MS), (60 * MS, 20 * 0.8 * MS))
+    total["heavy"]["repeats"] = 20
+    assert codes(ref.run_problems(total))[0] == "total"
+    # a median three times slower than the grader's fastest (a busy machine) is not a total
+    slow = timing((60 * MS, 0.2 * MS), (60 * MS, 3 * 0.8 * MS))
+    slow["heavy"]["repeats"] = 20
+    assert ref.run_problems(slow) == []
+
+
+def test_only_a_rule_load_can_break_is_measured_again():
+    honest = timing((60 * MS, 0.06 * MS), (60 * MS, 0.8 * MS))
+    spiked = timing((60 * MS, 0.7 * MS), (60 * MS, 0.8 * MS))  # light runs inflated: no_scaling alone
+    block = timing((60 * MS, 5e-6), (60 * MS, 5e-6))
+    seen = iter([spiked, honest])
+    assert ref.measure_timing(lambda: next(seen)) is honest
+    seen = iter([spiked] * ref.TIMING_ATTEMPTS)
+    assert codes(ref.run_problems(ref.measure_timing(lambda: next(seen)))) == ["no_scaling"]
+    calls = []
+    assert ref.measure_timing(lambda: calls.append(1) or block) is block and len(calls) == 1  # a mistake: once
 
 
 def test_scaling_rule_is_off_when_the_probe_saw_no_scaling():

@@ -19,8 +19,8 @@ In the sandbox, beside the learner's code:
     the learner's ``analyze(fn, *args, donate_argnums=...)`` per drawn case.
 ``benchmark_against_probe``
     for a light and a heavy workload: the probe's own compile and run times of the
-    workload, then the learner's ``benchmark`` of an equivalent copy, then the probe's
-    again.  Every copy multiplies by its own constant (from the clock), so no copy can
+    workload, then the learner's ``benchmark`` of an equivalent copy (the heavy one with
+    more repeats: a total of the repeats stands out), then the probe's again.  Every copy multiplies by its own constant (from the clock), so no copy can
     reuse another's compiled program, in memory or in a persistent compile cache.
 
 All of it measures; the trusted checks decide.
@@ -40,6 +40,7 @@ from grader import jaxcompat
 _jit = jax.jit
 _compilations = jaxcompat.jax_caches()["compiles"][2]  # bound before the learner's module loads
 _lowerings = jaxcompat.lowering_cache()
+_Tracer = jax.core.Tracer
 _module_name = jaxcompat.module_name
 _block = jax.block_until_ready
 _device_put = jax.device_put
@@ -134,11 +135,34 @@ def analyze_each(ctx, cases: list, seed: int) -> list:
 
 
 # --- timing, in the sandbox ------------------------------------------------------------------
-def _workload(salt: float):
-    """A fresh function (its own constant): one matmul and a tanh."""
+def _workload(salt: float, traced: list | None = None):
+    """A fresh function (its own constant): one matmul and a tanh.  Each time it is traced
+    (called with tracers: under ``jax.jit``, or inside a wrapper that ``jax.jit`` traces) it
+    appends to ``traced``."""
     def ex11_workload(x, w):
+        if traced is not None and isinstance(x, _Tracer):
+            traced.append(True)
         return _tanh((x @ w) * salt + 0.01)
     return ex11_workload
+
+
+def _compiles_since(before: int, sentinel) -> int:
+    """XLA compilations since the compile cache's miss counter read ``before``.  A learner who
+    calls ``jax.clear_caches()`` restarts the counter (and drops ``sentinel``'s entry): then
+    what it counts now are compilations since the clear."""
+    now = _compilations.cache_info().misses
+    cleared = now < before or not any(k[0]() is sentinel for k in _compilations.cache_keys() if callable(k[0]))
+    return now if cleared else now - before
+
+
+_SENTINEL: list = []
+
+
+def _compile_sentinel():
+    """An entry of the compile cache this module keeps alive, planted again after a clear."""
+    if not _SENTINEL or not any(k[0]() is _SENTINEL[0] for k in _compilations.cache_keys() if callable(k[0])):
+        _SENTINEL[:] = jaxcompat.plant_sentinels()["compiles"][:1] or [None]
+    return _SENTINEL[0]
 
 
 def _salt(k: int) -> float:
@@ -161,26 +185,39 @@ def _own_timing(args, repeats: int, k: int) -> dict:
     return {"compile": compile_s, "run": sorted(runs)[len(runs) // 2]}
 
 
-def benchmark_against_probe(ctx, sizes: dict, repeats: int, seed: int) -> dict:
+def benchmark_against_probe(ctx, sizes: dict, repeats, seed: int) -> dict:
     """For each workload ``{"light": n, "heavy": n}`` (f32[n, n] @ f32[n, n], then tanh): the
-    probe's own timing, the learner's ``benchmark(fn, x, w, repeats=repeats)`` of another
-    fresh copy, and the probe's timing again."""
+    probe's own timing, the learner's ``benchmark(fn, x, w, repeats=...)`` of another fresh
+    copy, and the probe's timing again.  ``repeats``: an int for every workload, or
+    ``{label: int}`` (the probe's own timing uses the light workload's).
+
+    Evidence that the learner's times measured something: XLA compiled during the call
+    (JAX's compile cache, read around it, robust to ``jax.clear_caches()``), and ``fn`` was
+    traced -- lowered by ``jax.jit`` under its own name, or traced inside a wrapper that
+    ``jax.jit`` compiles (``jax.jit(lambda *a: fn(*a))`` traces and compiles fn's work)."""
     benchmark = ctx.function("benchmark")
     rng = np.random.default_rng(seed)
+    counts = repeats if isinstance(repeats, dict) else {label: repeats for label in sizes}
+    own = int(counts.get("light", min(counts.values())))
     out = {}
     for i, (label, n) in enumerate(sorted(sizes.items())):
         args = [_device_put(rng.normal(size=(int(n), int(n))).astype(np.float32)),
                 _device_put((rng.normal(size=(int(n), int(n))) / np.sqrt(n)).astype(np.float32))]
         _block(args)
-        before = _own_timing(args, repeats, 3 * i)
-        fn = _workload(_salt(3 * i + 1))
+        before = _own_timing(args, own, 3 * i)
+        traced: list = []
+        fn = _workload(_salt(3 * i + 1), traced)
         fn.__name__ = fn.__qualname__ = f"ex11_workload_{label}"  # its own module name: jit(ex11_workload_heavy)
+        sentinel = _compile_sentinel()
         compiled_before = _compilations.cache_info().misses
-        learner = benchmark(fn, *args, repeats=repeats)
+        learner = benchmark(fn, *args, repeats=int(counts[label]))
         # evidence, from JAX's own caches, that the timings measured something: fn was lowered
-        # (its module is in the lowering cache while fn lives) and XLA compiled during the call
-        evidence = {"compiles": _compilations.cache_info().misses - compiled_before,
-                    "lowered": any(_module_name(key) == f"jit({fn.__name__})" for key in _lowerings.cache_keys())}
-        after = _own_timing(args, repeats, 3 * i + 2)
-        out[label] = {"probe": [before, after], "learner": learner, "evidence": evidence}
+        # (its module is in the lowering cache while fn lives, or it was traced during the call)
+        # and XLA compiled during the call
+        evidence = {"compiles": _compiles_since(compiled_before, sentinel),
+                    "lowered": bool(traced) or any(_module_name(key) == f"jit({fn.__name__})"
+                                                   for key in _lowerings.cache_keys())}
+        after = _own_timing(args, own, 3 * i + 2)
+        out[label] = {"probe": [before, after], "learner": learner, "evidence": evidence,
+                      "repeats": int(counts[label])}
     return out
