@@ -126,6 +126,12 @@ def test_only_a_rule_load_can_break_is_measured_again():
     assert codes(ref.run_problems(ref.measure_timing(lambda: next(seen)))) == ["no_scaling"]
     calls = []
     assert ref.measure_timing(lambda: calls.append(1) or block) is block and len(calls) == 1  # a mistake: once
+    # the grader's own runs did not scale (its light runs slowed down): the scaling rule was not judged
+    guess = timing((60 * MS, 1 * MS), (60 * MS, 1 * MS), probe_light=(60 * MS, 0.5 * MS))
+    scaled = timing((60 * MS, 1 * MS), (60 * MS, 1 * MS))
+    assert not ref.probe_scaled(guess) and ref.run_problems(guess) == []
+    seen = iter([guess, scaled, scaled])  # no_scaling is measured again too
+    assert codes(ref.run_problems(ref.measure_timing(lambda: next(seen)))) == ["no_scaling"]
 
 
 def test_scaling_rule_is_off_when_the_probe_saw_no_scaling():

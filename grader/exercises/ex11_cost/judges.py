@@ -193,19 +193,27 @@ def run_problems(timing: dict) -> list[tuple[str, str]]:
         if run_s > min(compiles) / COMPILE_OVER_RUN:
             out.append(("compile_in_run", f"{seen} (under {_ms(min(compiles) / COMPILE_OVER_RUN)} expected)"))
     (light, light_runs), (heavy, heavy_runs) = runs_of["light"], runs_of["heavy"]
-    if min(heavy_runs) >= PROBE_SCALING * min(light_runs) and heavy < MIN_SCALING * light:
+    if probe_scaled(timing) and heavy < MIN_SCALING * light:
         out.append(("no_scaling", f"your heavy run {_ms(heavy)} vs your light run {_ms(light)}; the grader's "
                                   f"{', '.join(map(_ms, heavy_runs))} vs {', '.join(map(_ms, light_runs))}"))
     return out
 
 
+def probe_scaled(timing: dict) -> bool:
+    """Whether the grader's own fastest heavy run was at least PROBE_SCALING times its fastest
+    light run: only then can the scaling rule be judged (a busy machine can slow the light
+    runs until it cannot)."""
+    return min(_probe(timing["heavy"])[1]) >= PROBE_SCALING * min(_probe(timing["light"])[1])
+
+
 def measure_timing(measure) -> dict:
     """``measure()`` (the timing probe) once, and again -- up to TIMING_ATTEMPTS in all -- while
-    the only broken rules are ones a busy machine can break on its own (TRANSIENT): a mistake
+    the only broken rules are ones a busy machine can break on its own (TRANSIENT), or while
+    the grader's own runs did not scale, so the scaling rule could not be judged: a mistake
     breaks its rule at every attempt, a load spike does not come back each time."""
     for _ in range(TIMING_ATTEMPTS):
         timing = measure()
         codes = {code for code, _ in run_problems(timing) + compile_problems(timing)}
-        if not codes or not codes <= TRANSIENT:
+        if codes - TRANSIENT or (not codes and probe_scaled(timing)):
             return timing
     return timing
