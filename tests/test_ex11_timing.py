@@ -73,9 +73,10 @@ def test_the_probe_sees_whether_benchmark_compiled_fn():
     for wrong in (numpy_only, traced_only):
         seen = probe.benchmark_against_probe(Ctx(wrong), sizes, 1, 0)
         assert all(seen[k]["evidence"]["compiles"] == 0 for k in sizes), wrong
-    seen = probe.benchmark_against_probe(Ctx(numpy_only), sizes, {"light": 1, "heavy": 3}, 0)
+    seen = probe.benchmark_against_probe(Ctx(numpy_only), sizes, {"light": 1, "heavy": 3}, 0, {"heavy": 2})
     assert not any(seen[k]["evidence"]["lowered"] for k in sizes)
-    assert (seen["light"]["repeats"], seen["heavy"]["repeats"]) == (1, 3)
+    assert (seen["light"]["repeats"], seen["heavy"]["repeats"], seen["heavy"]["repeats_again"]) == (1, 3, 2)
+    assert "learner_again" in seen["heavy"] and "learner_again" not in seen["light"]
 
 
 def codes(problems):
@@ -106,14 +107,27 @@ def test_constants_are_caught():
     assert "no_scaling" in codes(ref.run_problems(timing((80 * MS, 0.5 * MS), (80 * MS, 0.5 * MS))))
 
 
+def _again(t, run_again, repeats=40, again=4):
+    t["heavy"].update(repeats=repeats, repeats_again=again, learner_again=(60 * MS, run_again))
+    return t
+
+
 def test_a_total_of_the_repeats_is_caught_and_named():
-    total = timing((60 * MS, 5 * 0.06 * MS), (60 * MS, 20 * 0.8 * MS))
-    total["heavy"]["repeats"] = 20
+    total = _again(timing((60 * MS, 5 * 0.06 * MS), (60 * MS, 40 * 0.8 * MS)), 4 * 0.8 * MS)
     assert codes(ref.run_problems(total))[0] == "total"
-    # a median three times slower than the grader's fastest (a busy machine) is not a total
-    slow = timing((60 * MS, 0.2 * MS), (60 * MS, 3 * 0.8 * MS))
-    slow["heavy"]["repeats"] = 20
+    # even when the grader's own runs were slowed down as much as the total
+    slowed = _again(timing((60 * MS, 5 * 0.06 * MS), (60 * MS, 40 * 0.8 * MS), probe_heavy=(200 * MS, 8 * MS)),
+                    4 * 1.5 * MS)  # and the 4-repeat total taken when the machine was slower still
+    assert "total" in codes(ref.run_problems(slowed))
+    # a median three times slower than the grader's fastest (a busy machine), as slow with 5 repeats: not a total
+    slow = _again(timing((60 * MS, 0.2 * MS), (60 * MS, 3 * 0.8 * MS)), 2.5 * 0.8 * MS)
     assert ref.run_problems(slow) == []
+    # a median that moved with the load between the two calls looks like a total once: it is measured again
+    moved = _again(timing((60 * MS, 0.06 * MS), (60 * MS, 2.1 * MS)), 0.6 * MS)
+    honest = _again(timing((60 * MS, 0.06 * MS), (60 * MS, 0.9 * MS)), 0.8 * MS)
+    assert codes(ref.run_problems(moved)) == ["total"] and ref.run_problems(honest) == []
+    seen = iter([moved, honest])
+    assert ref.measure_timing(lambda: next(seen)) is honest
 
 
 def test_only_a_rule_load_can_break_is_measured_again():

@@ -185,11 +185,13 @@ def _own_timing(args, repeats: int, k: int) -> dict:
     return {"compile": compile_s, "run": sorted(runs)[len(runs) // 2]}
 
 
-def benchmark_against_probe(ctx, sizes: dict, repeats, seed: int) -> dict:
+def benchmark_against_probe(ctx, sizes: dict, repeats, seed: int, again: dict | None = None) -> dict:
     """For each workload ``{"light": n, "heavy": n}`` (f32[n, n] @ f32[n, n], then tanh): the
     probe's own timing, the learner's ``benchmark(fn, x, w, repeats=...)`` of another fresh
     copy, and the probe's timing again.  ``repeats``: an int for every workload, or
-    ``{label: int}`` (the probe's own timing uses the light workload's).
+    ``{label: int}`` (the probe's own timing uses the light workload's).  ``again``
+    (``{label: repeats}``): benchmark that workload a second time, on another fresh copy, with
+    other repeats -- a median does not move with repeats, a total does.
 
     Evidence that the learner's times measured something: XLA compiled during the call
     (JAX's compile cache, read around it, robust to ``jax.clear_caches()``), and ``fn`` was
@@ -220,4 +222,7 @@ def benchmark_against_probe(ctx, sizes: dict, repeats, seed: int) -> dict:
         after = _own_timing(args, own, 3 * i + 2)
         out[label] = {"probe": [before, after], "learner": learner, "evidence": evidence,
                       "repeats": int(counts[label])}
+        if again and label in again:
+            out[label].update(learner_again=benchmark(_workload(_salt(3 * i + 3)), *args, repeats=int(again[label])),
+                              repeats_again=int(again[label]))
     return out
