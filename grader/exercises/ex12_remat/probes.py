@@ -15,9 +15,6 @@ In the sandbox, beside the learner's code (each returns plain data; verdicts are
     one compile).
 ``remat_bytes(ctx, params, x, y, segments)``
     the residual bytes of ``remat_loss(..., k)`` for each ``k``.
-``choice(ctx, params, x, y, budget)``
-    the learner's ``choose_segment``, and the residual bytes of ``remat_loss`` at its answer
-    and at the answer minus one.
 ``choices(ctx, params, x, y, budgets)``
     the learner's ``choose_segment`` for each budget (the checks judge the answers on the
     grader's own measured levels).
@@ -156,18 +153,6 @@ def remat_bytes(ctx, params, x, y, segments: list) -> list:
     fn = ctx.function("remat_loss")
     params, x, y = to_jax([params, x, y])
     return [measure(lambda p, xx, yy: fn(p, xx, yy, int(k)), params, x, y) for k in segments]
-
-
-def choice(ctx, params, x, y, budget: int) -> dict:
-    fn = ctx.function("remat_loss")
-    params, x, y = to_jax([params, x, y])
-    k = _plain_number(ctx.function("choose_segment")(params, x, y, int(budget)))
-    out = {"segment": k}
-    if type(k) is int and 1 <= k <= len(params):
-        out["bytes"] = measure(lambda p, xx, yy: fn(p, xx, yy, k), params, x, y)
-        if k > 1:
-            out["bytes_before"] = measure(lambda p, xx, yy: fn(p, xx, yy, k - 1), params, x, y)
-    return out
 
 
 def choices(ctx, params, x, y, budgets: list) -> list:
