@@ -850,8 +850,10 @@ def test_workload_within_compile_budget(workload, submission):
                         advice=advice if compiles.counted > budget else "", fewer_ok=True)
     except CheckFailed as exc:
         if compiles.counted > budget:  # too many: say what the requests that compiled have in common
+            unknown = "the requests that compiled again could not be told apart" + (
+                "; several compilations per pair is what operations compiled one by one look like, outside a "
+                "jitted function (is the work of score inside one?)" if compiles.counted > 2 * budget else "")
             exc.diagnosis = (f"{compiles.counted} compilations over the workload, more than one per (logits shape, "
-                             f"mode) pair: " + ("; ".join(CAUSES[c][0] for c in causes) or
-                                                "the requests that compiled again could not be told apart"))
+                             f"mode) pair: " + ("; ".join(CAUSES[c][0] for c in causes) or unknown))
         raise
     expect_score_in_jax(submission)  # the count floor: the compilations are of JAX doing the work
