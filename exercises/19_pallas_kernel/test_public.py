@@ -4,7 +4,9 @@ Fixed, readable inputs: for the softmax, eight rows of five logits in blocks of 
 ordinary row beside a row of logits near +1000, a row near -1000); for the matmul, x (16, 48)
 and w (48, 48) made of sines, in blocks bm=8, bn=12, bk=16 (a grid of 2 x 4 x 3).  Each check
 asks for the values, then the kernel's grid and blocks, then the function under jax.jit and
-jax.vmap.  The hidden checks test the same properties on shapes, block sizes and values drawn at
+jax.vmap (values and kernel again).  Values and kernel come from one trace of your function under
+the grader's jax.jit: the numbers judged are those of the program whose grid and blocks are
+judged.  The hidden checks test the same properties on shapes, block sizes and values drawn at
 grading time.
 """
 
@@ -15,6 +17,7 @@ from grader.exercises.ex19_pallas.judges import (
     SOFTMAX_ASKED,
     expected_matmul_kernel,
     expected_softmax_kernel,
+    judge_batched_kernel,
     judge_kernel,
     judge_matmul_relu,
     judge_softmax,
@@ -41,15 +44,21 @@ def test_softmax_small(submission):
     judge_softmax(submission.probe("ex19_pallas:values", "softmax_rows", [LOGITS], [BLOCK_ROWS]), LOGITS, BLOCK_ROWS)
     facts = submission.probe("ex19_pallas:structure", "softmax_rows", [LOGITS], [BLOCK_ROWS])
     judge_kernel(facts, expected_softmax_kernel(LOGITS.shape, BLOCK_ROWS), "softmax_rows", SOFTMAX_ASKED)
-    batch = np.stack([LOGITS[3:7], -LOGITS[3:7]])  # two ordinary (4, 5) matrices
+    batch = np.stack([LOGITS[:4], LOGITS[4:]])  # two (4, 5) matrices; the first holds the +-1000 rows
     got = submission.probe("ex19_pallas:composed", "softmax_rows", [batch], [BLOCK_ROWS])
-    judge_softmax(got, batch, BLOCK_ROWS, what="jax.jit(jax.vmap(softmax_rows))")
+    what = "jax.jit(jax.vmap(softmax_rows))"
+    judge_softmax(got, batch, BLOCK_ROWS, what=what)
+    judge_batched_kernel(got["kernel"], expected_softmax_kernel(batch.shape[1:], BLOCK_ROWS), len(batch), what,
+                         SOFTMAX_ASKED)
 
 
 def test_matmul_relu_small(submission):
     judge_matmul_relu(submission.probe("ex19_pallas:values", "matmul_relu", [X, W], list(BLOCKS)), X, W, BLOCKS)
     facts = submission.probe("ex19_pallas:structure", "matmul_relu", [X, W], list(BLOCKS))
     judge_kernel(facts, expected_matmul_kernel(X.shape, W.shape, BLOCKS), "matmul_relu", MATMUL_ASKED)
-    batch = np.stack([X[:8], -X[8:]])  # two (8, 48) matrices sharing W
+    batch = np.stack([X[:8], -X[8:]])  # two (8, 48) matrices sharing W, 3 k steps
     got = submission.probe("ex19_pallas:composed", "matmul_relu", [batch, W], list(BLOCKS))
-    judge_matmul_relu(got, batch, W, BLOCKS, what="jax.jit(jax.vmap(matmul_relu)) over x")
+    what = "jax.jit(jax.vmap(matmul_relu)) over x"
+    judge_matmul_relu(got, batch, W, BLOCKS, what=what)
+    judge_batched_kernel(got["kernel"], expected_matmul_kernel(batch.shape[1:], W.shape, BLOCKS), len(batch), what,
+                         MATMUL_ASKED)

@@ -1,4 +1,11 @@
-"""Probes every exercise can use: counted calls and jaxpr summaries."""
+"""Probes every exercise can use: counted calls, jaxpr summaries, and one-trace runs.
+
+``traced_run`` is the rule for any check that judges a program's structure *and* its values:
+both come from one ``jax.jit(fn).trace(...)``, the values by running that very trace's compiled
+program.  Reading the jaxpr from one call (``make_jaxpr``, tracers) and the values from another
+(concrete arrays) lets a learner's function tell them apart (``isinstance(x, jax.core.Tracer)``)
+and show each check a different program.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,7 @@ from grader.compiles import CompileRecorder
 from grader.sandbox.context import to_jax
 
 _make_jaxpr = jax.make_jaxpr
+_jit = jax.jit
 _block = jax.block_until_ready
 
 
@@ -33,6 +41,55 @@ def jaxpr_of(ctx, target: str, args: list, kwargs: dict | None = None, static_ar
     fn = ctx.function(target)
     closed = _make_jaxpr(fn, static_argnums=tuple(static_argnums))(*to_jax(args), **to_jax(kwargs or {}))
     return ir.jaxpr_summary(closed)
+
+
+class TracedRun:
+    """What one trace of a function gave: its ``jaxpr`` (``None`` when tracing raised), the
+    outputs of running that trace's compiled program (``None`` when tracing, lowering,
+    compiling or running raised), and the ``error`` that stopped it (``None``)."""
+
+    __slots__ = ("jaxpr", "outputs", "error")
+
+    def __init__(self, jaxpr=None, outputs=None, error: BaseException | None = None):
+        self.jaxpr, self.outputs, self.error = jaxpr, outputs, error
+
+
+def traced_run(fn, *args) -> TracedRun:
+    """Trace ``fn`` once under our own ``jax.jit`` and run exactly that program on ``args``.
+
+    ``jax.jit(fn).trace(*args)`` gives the jaxpr; ``.lower().compile()`` of the same trace gives
+    the executable whose outputs are returned: the checked numbers are those of the checked
+    program, whatever ``fn`` does when it is called on concrete arrays.  Exceptions are kept,
+    not raised, so a check can say which stage failed (``NotImplementedError`` -- a stub --
+    propagates)."""
+    try:
+        traced = _jit(fn).trace(*args)
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - measured, not judged
+        return TracedRun(error=exc)
+    try:
+        outputs = _block(traced.lower().compile()(*args))
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        return TracedRun(jaxpr=traced.jaxpr, error=exc)
+    return TracedRun(jaxpr=traced.jaxpr, outputs=outputs)
+
+
+def jaxpr_and_values(ctx, target: str, args: list) -> dict:
+    """The learner's ``target`` traced once on these inputs: ``{"jaxpr": summary, "outputs": ...}``
+    from the same program (``traced_run``), or ``{"error": ...}`` (with ``"jaxpr"`` when tracing
+    worked and a later stage failed)."""
+    run = traced_run(ctx.function(target), *to_jax(args))
+    out: dict = {}
+    if run.jaxpr is not None:
+        out["jaxpr"] = ir.jaxpr_summary(run.jaxpr)
+    if run.error is not None:
+        out["error"] = f"{type(run.error).__name__}: {str(run.error).strip()[:300]}"
+    else:
+        out["outputs"] = run.outputs
+    return out
 
 
 def warm_up(ctx, target: str, calls: list) -> None:

@@ -5,7 +5,14 @@ for the softmax, rows of large positive logits (exp overflows), of large negativ
 underflows to 0), ordinary rows sharing a block with a row of far larger logits, and several
 blocks; for the matmul, several k steps, a grid whose three axes have distinct sizes, three
 distinct block sizes, outputs the ReLU clips, and a partial sum over k that changes sign.
-References are NumPy, in float64.
+The composition checks draw batches that hold the same hard cases (every kind of row in each
+softmax matrix; several k steps and a partial sum that changes sign for the matmul), and ask that
+the batched numbers come from the asked kernel.  References are NumPy, in float64.
+
+Every number judged here is computed by the program whose jaxpr is judged: the probes trace the
+learner's function once under our ``jax.jit`` and run that trace's compiled program
+(``grader.probes.generic.traced_run``), so a function that answers concrete calls with NumPy
+and shows tracers a kernel for show is judged on the kernel's numbers.
 
 The kernel checks trace the learner's function on the inputs of the value checks beside them
 (the same generator), so what they judge is the program whose numbers were right.
@@ -21,16 +28,21 @@ from grader.exercises.ex19_pallas.judges import (
     draw_softmax_case,
     expected_matmul_kernel,
     expected_softmax_kernel,
+    judge_batched_kernel,
     judge_kernel,
     judge_matmul_relu,
     judge_softmax,
+    matmul_batch_labels,
     matmul_labels,
+    softmax_batch_labels,
     softmax_labels,
 )
 
 SOFTMAX_CASES = {"overflow_row", "underflow_row", "row_below_its_block", "several_blocks"}
 MATMUL_CASES = {"several_k_steps", "grid_axes_distinct", "block_sizes_distinct", "relu_clips",
                 "partial_sums_cross_zero"}
+SOFTMAX_BATCH_CASES = SOFTMAX_CASES
+MATMUL_BATCH_CASES = {"several_k_steps", "relu_clips", "partial_sums_cross_zero"}
 
 
 def _softmax_labels(rng):
@@ -41,9 +53,21 @@ def _matmul_labels(rng):
     return matmul_labels(*draw_matmul_case(rng))
 
 
+def _softmax_batch_labels(rng):
+    return softmax_batch_labels(*draw_softmax_batch(rng))
+
+
+def _matmul_batch_labels(rng):
+    return matmul_batch_labels(*draw_matmul_batch(rng))
+
+
 COVERAGE = {
     "softmax_matches": Coverage(required=SOFTMAX_CASES, labels=_softmax_labels, test="test_softmax_matches"),
     "matmul_relu_matches": Coverage(required=MATMUL_CASES, labels=_matmul_labels, test="test_matmul_relu_matches"),
+    "softmax_composes": Coverage(required=SOFTMAX_BATCH_CASES, labels=_softmax_batch_labels,
+                                 test="test_softmax_composes"),
+    "matmul_relu_composes": Coverage(required=MATMUL_BATCH_CASES, labels=_matmul_batch_labels,
+                                     test="test_matmul_relu_composes"),
 }
 
 
@@ -64,8 +88,12 @@ def test_softmax_kernel_layout(submission, seed):
 
 def test_softmax_composes(submission, rng):
     xs, block_rows = draw_softmax_batch(rng)
+    ensure("softmax_composes", SOFTMAX_BATCH_CASES, softmax_batch_labels(xs, block_rows))
     got = submission.probe("ex19_pallas:composed", "softmax_rows", [xs], [block_rows])
-    judge_softmax(got, xs, block_rows, what="jax.jit(jax.vmap(softmax_rows))")
+    what = "jax.jit(jax.vmap(softmax_rows))"
+    judge_softmax(got, xs, block_rows, what=what)
+    judge_batched_kernel(got["kernel"], expected_softmax_kernel(xs.shape[1:], block_rows), len(xs), what,
+                         SOFTMAX_ASKED)
 
 
 # --- part B: a tiled matmul + ReLU ------------------------------------------------------------------
@@ -86,5 +114,9 @@ def test_matmul_relu_kernel_layout(submission, seed):
 
 def test_matmul_relu_composes(submission, rng):
     xs, w, blocks = draw_matmul_batch(rng)
+    ensure("matmul_relu_composes", MATMUL_BATCH_CASES, matmul_batch_labels(xs, w, blocks))
     got = submission.probe("ex19_pallas:composed", "matmul_relu", [xs, w], list(blocks))
-    judge_matmul_relu(got, xs, w, blocks, what="jax.jit(jax.vmap(matmul_relu)) over x")
+    what = "jax.jit(jax.vmap(matmul_relu)) over x"
+    judge_matmul_relu(got, xs, w, blocks, what=what)
+    judge_batched_kernel(got["kernel"], expected_matmul_kernel(xs.shape[1:], w.shape, blocks), len(xs), what,
+                         MATMUL_ASKED)

@@ -1,7 +1,8 @@
 """Exercise 19 (a Pallas kernel in interpret mode): draws, references and verdicts shared by the
 public and the hidden checks.  NumPy only, references in float64.
 
-What a kernel asks for is read from its jaxpr in the sandbox (``probes.structure``: every
+What a kernel asks for is read from its jaxpr in the sandbox (``probes.structure``, the very trace
+whose compiled program computed the judged values: every
 ``pallas_call`` with its grid and block shapes, and what runs outside the kernels) and judged
 here against the grid and ``BlockSpec``s the statement asks for.  Wrong numbers are compared
 with what the usual mistakes compute (no maximum subtracted, one maximum per block, ReLU after
@@ -120,6 +121,11 @@ def draw_softmax_case(rng) -> tuple[np.ndarray, int]:
     block that holds an ordinary row beside a large positive one."""
     block_rows = int(rng.choice([2, 4, 8]))
     rows, cols = block_rows * int(rng.integers(2, 5)), int(rng.integers(5, 25))
+    return _hard_logits(rng, rows, cols, block_rows), block_rows
+
+
+def _hard_logits(rng, rows: int, cols: int, block_rows: int) -> np.ndarray:
+    """A float32 (rows, cols) matrix holding every kind of row (``row_kinds``)."""
     kinds = rng.choice(["ordinary", "ordinary", "large", "small"], size=rows)
     mixed = int(rng.integers(0, rows // block_rows)) * block_rows
     a, b = rng.choice(block_rows, size=2, replace=False)
@@ -129,14 +135,20 @@ def draw_softmax_case(rng) -> tuple[np.ndarray, int]:
     x = rng.normal(scale=3.0, size=(rows, cols))
     x[kinds == "large"] = 1000.0 + rng.normal(scale=5.0, size=(int((kinds == "large").sum()), cols))
     x[kinds == "small"] = -1000.0 + rng.normal(scale=5.0, size=(int((kinds == "small").sum()), cols))
-    return x.astype(np.float32), block_rows
+    return x.astype(np.float32)
 
 
 def draw_softmax_batch(rng) -> tuple[np.ndarray, int]:
-    """A batch of 2 or 3 ordinary float32 matrices (B, R, C), R a multiple of block_rows."""
+    """A batch of 2 or 3 float32 matrices (B, R, C), R a multiple of block_rows, each holding every
+    kind of row ``draw_softmax_case`` holds: a kernel under ``jax.vmap`` meets the hard rows too."""
     block_rows = int(rng.choice([2, 4]))
-    shape = (int(rng.integers(2, 4)), block_rows * int(rng.integers(2, 4)), int(rng.integers(4, 13)))
-    return (rng.normal(scale=2.0, size=shape)).astype(np.float32), block_rows
+    batch, rows, cols = int(rng.integers(2, 4)), block_rows * int(rng.integers(2, 4)), int(rng.integers(4, 13))
+    return np.stack([_hard_logits(rng, rows, cols, block_rows) for _ in range(batch)]), block_rows
+
+
+def softmax_batch_labels(xs: np.ndarray, block_rows: int) -> set[str]:
+    """Every case any matrix of the batch holds (``softmax_labels``)."""
+    return set().union(*(softmax_labels(m, block_rows) for m in xs))
 
 
 def judge_softmax(got: dict, x: np.ndarray, block_rows: int, what: str = "softmax_rows(x, block_rows)") -> None:
@@ -241,12 +253,21 @@ def draw_matmul_case(rng) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int]]
 
 
 def draw_matmul_batch(rng) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int]]:
-    """A batch of 2 or 3 x matrices (B, M, K) sharing one w (K, N), with a grid of 2 to 3 per axis."""
-    bm, bn, bk = (int(b) for b in rng.choice([2, 4], size=3))
-    batch = int(rng.integers(2, 4))
-    m, n, k = (int(rng.integers(2, 4)) * b for b in (bm, bn, bk))
-    return (rng.normal(size=(batch, m, k)).astype(np.float32), rng.normal(size=(k, n)).astype(np.float32),
-            (bm, bn, bk))
+    """A batch of 2 or 3 x matrices (B, M, K) sharing one w (K, N), with a grid of 2 to 3 per axis
+    (so several k steps), redrawn until a partial sum over k changes sign somewhere in the batch."""
+    while True:
+        bm, bn, bk = (int(b) for b in rng.choice([2, 4], size=3))
+        batch = int(rng.integers(2, 4))
+        m, n, k = (int(rng.integers(2, 4)) * b for b in (bm, bn, bk))
+        xs = rng.normal(size=(batch, m, k)).astype(np.float32)
+        w = rng.normal(size=(k, n)).astype(np.float32)
+        if "partial_sums_cross_zero" in matmul_batch_labels(xs, w, (bm, bn, bk)):
+            return xs, w, (bm, bn, bk)
+
+
+def matmul_batch_labels(xs: np.ndarray, w: np.ndarray, blocks: tuple[int, int, int]) -> set[str]:
+    """Every case any x of the batch holds with w (``matmul_labels``)."""
+    return set().union(*(matmul_labels(x, w, blocks) for x in xs))
 
 
 def judge_matmul_relu(got: dict, x: np.ndarray, w: np.ndarray, blocks: tuple[int, int, int],
@@ -295,8 +316,8 @@ def judge_kernel(facts: dict, want: dict, what: str, asked: str) -> None:
     outside it.  ``asked`` says the grid and blocks in words (no drawn value)."""
     if "error" in facts:
         name, meaning = error_diagnosis(facts["error"])
-        advice = "jax.make_jaxpr of your function must trace: " + meaning
-        raise CheckFailed(f"{what} could not be traced by jax.make_jaxpr", measured=facts["error"],
+        advice = "your function must trace under jax.jit (the grader runs the traced program): " + meaning
+        raise CheckFailed(f"{what} could not be traced under jax.jit", measured=facts["error"],
                           expected="a jaxpr holding one pallas_call", hint=advice,
                           diagnosis=f"{what} could not be traced" + (f" ({name})" if name else ""), advice=advice)
     calls, outside = facts["calls"], facts["outside"]
@@ -327,6 +348,23 @@ def judge_kernel(facts: dict, want: dict, what: str, asked: str) -> None:
                           measured=f"outside the pallas_call: {outside}", expected="no arithmetic outside the kernel",
                           hint=advice, diagnosis=f"{what} computes outside its Pallas kernel ({', '.join(extra)})",
                           advice=advice)
+
+
+def judge_batched_kernel(facts: dict, want: dict, batch: int, what: str, asked: str) -> None:
+    """``judge_kernel`` for the function under our ``jax.vmap``: the batched numbers must come from
+    the asked kernel too.  ``jax.vmap`` of a ``pallas_call`` puts the batch on a new leading grid
+    axis and a leading ``None`` (squeezed) block dimension on each batched operand; both are
+    taken off before the asked grid and blocks are compared."""
+    if "calls" in facts:
+        calls = []
+        for call in facts["calls"]:
+            grid, blocks = list(call["grid"]), [list(b) for b in call["blocks"]]
+            if len(grid) == len(want["grid"]) + 1 and grid[0] == batch:
+                grid = grid[1:]
+                blocks = [b[1:] if len(b) == len(w) + 1 and b[0] is None else b for b, w in zip(blocks, want["blocks"])]
+            calls.append(dict(call, grid=grid, blocks=blocks))
+        facts = dict(facts, calls=calls)
+    judge_kernel(facts, want, what, asked)
 
 
 def _layout_failure(what: str, asked: str, grid: list, blocks: list, want: dict) -> CheckFailed:

@@ -5,15 +5,22 @@ The learner's two functions take their block sizes as trailing Python ints:
 ``softmax_rows(x, block_rows)`` and ``matmul_relu(x, w, bm, bn, bk)``.  ``target`` names one
 of them, ``arrays`` are its array arguments and ``blocks`` its block sizes.
 
+Values and structure come from one trace (``grader.probes.generic.traced_run``): our
+``jax.jit`` traces the learner's function once, the jaxpr of that trace is read, and the numbers
+are those of running that very trace's compiled program.  A function that answers concrete
+calls with NumPy and shows tracers a kernel for show gets its kernel's numbers judged.
+
 ``values(ctx, target, arrays, blocks)``
-    the function called as the learner wrote it: ``{"value": array}``, or ``{"error": first
-    line}`` when it raised.
+    ``{"value": array}`` computed by the traced program, or ``{"error": first line}``.
 ``structure(ctx, target, arrays, blocks)``
-    the jaxpr of that call, traced by us: every ``pallas_call`` in it with its grid and block
-    shapes, and the primitives that run outside the kernels (``grader.ir.kernel_calls``).
+    the jaxpr of the same trace (the same inputs give the same trace: it is kept in
+    ``ctx.slots``, so a layout check judges the program whose numbers the value check judged):
+    every ``pallas_call`` in it with its grid and block shapes, and the primitives that run
+    outside the kernels (``grader.ir.kernel_calls``).
 ``composed(ctx, target, arrays, blocks)``
-    the function under our ``jax.jit(jax.vmap(...))``: the first array argument batched on a
-    new leading axis, the others shared (``in_axes=None``); same answer as ``values``.
+    the function under our ``jax.vmap``, traced and run the same way (the first array argument
+    batched on a new leading axis, the others shared, ``in_axes=None``): ``{"value": array,
+    "kernel": kernel_calls}``, so the check sees that the batched numbers came from a kernel.
 
 JAX entry points (and Pallas, which the learner's module imports too) are bound at import,
 before the learner's module loads.
@@ -26,12 +33,10 @@ import jax.experimental.pallas  # noqa: F401 - imported before the learner's mod
 import numpy as np
 
 from grader import ir
+from grader.probes.generic import traced_run
 
-_jit = jax.jit
 _vmap = jax.vmap
-_make_jaxpr = jax.make_jaxpr
 _device_put = jax.device_put
-_block = jax.block_until_ready
 _asarray = np.asarray
 _kernel_calls = ir.kernel_calls
 
@@ -53,33 +58,43 @@ def _function(ctx, target: str, blocks: list):
     return lambda *arrays: fn(*arrays, *sizes)
 
 
-def _answer(call) -> dict:
-    try:
-        out = call()
-    except Exception as exc:  # noqa: BLE001 - measured, not judged
-        return {"error": _first_line(exc)}
-    if not isinstance(out, (jax.Array, np.ndarray)):
-        return {"error": f"returned {type(out).__name__}, not an array"}
-    return {"value": _asarray(_block(out))}
+def _key(kind: str, target: str, arrays: list, blocks: list) -> tuple:
+    return ("ex19_pallas", kind, target, tuple(int(b) for b in blocks),
+            tuple((a.shape, str(a.dtype), _asarray(a).tobytes()) for a in arrays))
+
+
+def _one_trace(ctx, kind: str, target: str, arrays: list, blocks: list) -> dict:
+    """``{"value"|"error", "kernel"}`` of one ``traced_run``, kept in ``ctx.slots`` by inputs."""
+    key = _key(kind, target, arrays, blocks)
+    if key in ctx.slots:
+        return ctx.slots[key]
+    fn = _function(ctx, target, blocks)
+    if kind == "vmap":
+        fn = _vmap(fn, in_axes=(0,) + (None,) * (len(arrays) - 1))
+    run = traced_run(fn, *[_device_put(a) for a in arrays])
+    out: dict = {}
+    if run.jaxpr is not None:
+        out["kernel"] = _kernel_calls(run.jaxpr)
+    if run.error is not None:
+        out["error"] = _first_line(run.error)
+    elif not isinstance(run.outputs, jax.Array):
+        out["error"] = f"returned {type(run.outputs).__name__}, not an array"
+    else:
+        out["value"] = _asarray(run.outputs)
+    ctx.slots[key] = out
+    return out
 
 
 def values(ctx, target: str, arrays: list, blocks: list) -> dict:
-    fn = _function(ctx, target, blocks)
-    args = [_device_put(a) for a in arrays]
-    return _answer(lambda: fn(*args))
+    got = _one_trace(ctx, "plain", target, arrays, blocks)
+    return {"error": got["error"]} if "error" in got else {"value": got["value"]}
 
 
 def composed(ctx, target: str, arrays: list, blocks: list) -> dict:
-    fn = _function(ctx, target, blocks)
-    args = [_device_put(a) for a in arrays]
-    in_axes = (0,) + (None,) * (len(args) - 1)
-    return _answer(lambda: _jit(_vmap(fn, in_axes=in_axes))(*args))
+    got = _one_trace(ctx, "vmap", target, arrays, blocks)
+    return dict(got, kernel=got.get("kernel") or {"error": got.get("error", "no jaxpr")})
 
 
 def structure(ctx, target: str, arrays: list, blocks: list) -> dict:
-    fn = _function(ctx, target, blocks)
-    try:
-        closed = _make_jaxpr(fn)(*[_device_put(a) for a in arrays])
-    except Exception as exc:  # noqa: BLE001
-        return {"error": _first_line(exc)}
-    return _kernel_calls(closed)
+    got = _one_trace(ctx, "plain", target, arrays, blocks)
+    return got.get("kernel") or {"error": got["error"]}
