@@ -334,12 +334,12 @@ def judge_globals(got: dict) -> None:
     changed = got["globals_changed"]
     if changed:
         advice = ("pure_step may read its arguments only and must write nothing outside itself: drop every `global` "
-                  "statement (and any append to a module-level list); thread the state through the arguments and "
-                  "the return value")
+                  "statement and every write into a module-level dict, list, array or object (an append, "
+                  "`STATE[k] = v`, `obj.attr = v`); thread the state through the arguments and the return value")
         raise CheckFailed("calling pure_step changed the module's global variables",
                           measured=f"changed: {', '.join(changed)}", expected="no global variable changes",
-                          hint=advice, diagnosis="calling pure_step rebound or resized a global variable of your "
-                                                 "module", advice=advice)
+                          hint=advice, diagnosis="calling pure_step rebound a global variable of your module or "
+                                                 "wrote into one in place", advice=advice)
 
 
 def dense_compiles(submission, reference, calls: list):

@@ -20,7 +20,8 @@ return goes back as a description.  Each probe measures; the verdicts are the te
 ``pure_run(ctx, w, batches, lrs, record)``
     threads ``(w, count)`` through ``pure_step`` once per batch and learning rate, from
     ``count = int32 0``: every ``(w, count)`` after a step; which of the module's global
-    variables the calls rebound or resized; with ``record``, the compilations.
+    variables the calls bound, rebound or wrote in place (``grader.probes.module_state``: compared by
+    content, so ``STATE["steps"] += 1`` on a module-level dict shows); with ``record``, the compilations.
 
 JAX entry points are bound at import, before the learner's module loads.
 """
@@ -33,6 +34,7 @@ import numpy as np
 
 from grader.compiles import CompileRecorder
 from grader.exercises.ex13_pytrees import trees
+from grader.probes import module_state
 
 _jit = jax.jit
 _vjp = jax.vjp
@@ -44,6 +46,8 @@ _sum = jnp.sum
 _asarray = np.asarray
 _describe = trees.describe
 _build = trees.build
+_snapshot = module_state.snapshot
+_changed = module_state.changed
 MAX_GLOBALS = 40
 
 
@@ -142,29 +146,12 @@ def dense_compiles(ctx, slot: str) -> dict:
     return {"compiles": rec.to_plain()}
 
 
-def _globals(module) -> dict:
-    """What can be seen of each global variable without calling learner code: the value of a
-    plain scalar, the type and length of a builtin container, the identity of anything else."""
-    out = {}
-    for name, value in list(vars(module).items()):
-        if name.startswith("__"):
-            continue
-        t = type(value)
-        if value is None or t in (bool, int, float, str, complex):
-            out[name] = ("value", repr(value)[:100])
-        elif t in (list, dict, set, tuple, bytearray):
-            out[name] = ("container", t.__name__, len(value))
-        else:
-            out[name] = ("object", id(value))
-    return out
-
-
 def pure_run(ctx, w, batches: list, lrs: list, record: bool = False) -> dict:
     step = ctx.function("pure_step")
     w = _device_put(np.asarray(w, np.float32))
     count = _device_put(np.int32(0))
     data = _block([(_device_put(b["x"]), _device_put(b["y"])) for b in batches])
-    before = _globals(ctx.module)
+    before = _snapshot(ctx.module)
     states = []
     with CompileRecorder(ctx.roots, explain_cache_misses=True) as rec:
         for (x, y), lr in zip(data, lrs):
@@ -175,8 +162,7 @@ def pure_run(ctx, w, batches: list, lrs: list, record: bool = False) -> dict:
                 break
             w, count = _block(tuple(out))
             states.append({"w": _plain(w), "count": _plain(count)})
-    after = _globals(ctx.module)
-    changed = sorted(name for name in set(before) | set(after) if before.get(name) != after.get(name))
+    changed = _changed(before, _snapshot(ctx.module))
     result = {"states": states, "globals_changed": changed[:MAX_GLOBALS]}
     if record:
         result["compiles"] = rec.to_plain()

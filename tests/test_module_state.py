@@ -1,0 +1,74 @@
+"""grader/probes/module_state.py: a module's globals compared by content, so a write made in
+place (a dict's existing key, a list item, a NumPy array, an attribute of the module's own
+object) shows, and nothing the learner defines runs while looking (red team 15)."""
+
+import types
+
+import numpy as np
+
+from grader.probes import module_state
+
+
+def _module():
+    m = types.ModuleType("learner_mod")
+    exec(  # noqa: S102 - a made-up learner module
+        "import numpy as np\n"
+        "STATE = {'steps': 0, 'lr': 0.0}\n"
+        "LOG = [0, [1, 2]]\n"
+        "ARR = np.zeros(3)\n"
+        "class Box:\n"
+        "    count = 0\n"
+        "    def __init__(self):\n"
+        "        self.n = 0\n"
+        "BOX = Box()\n"
+        "class Loud(dict):\n"
+        "    def items(self):\n"
+        "        raise AssertionError('learner code ran')\n"
+        "class Sly:\n"
+        "    @property\n"
+        "    def __dict__(self):\n"
+        "        raise AssertionError('learner code ran')\n"
+        "LOUD = Loud(a=1)\n"
+        "SLY = Sly()\n", m.__dict__)
+    return m
+
+
+def test_unchanged_module_has_an_equal_snapshot():
+    m = _module()
+    assert module_state.changed(module_state.snapshot(m), module_state.snapshot(m)) == []
+
+
+def test_in_place_writes_show():
+    m = _module()
+    writes = {
+        "STATE": lambda: m.STATE.__setitem__("steps", 1),
+        "LOG": lambda: m.LOG[1].__setitem__(0, 5),
+        "ARR": lambda: m.ARR.__setitem__(0, 1.0),
+        "BOX": lambda: setattr(m.BOX, "n", 3),
+        "Box": lambda: setattr(m.Box, "count", 1),
+    }
+    for name, write in writes.items():
+        before = module_state.snapshot(m)
+        write()
+        assert module_state.changed(before, module_state.snapshot(m)) == [name], name
+
+
+def test_rebinding_and_new_globals_show():
+    m = _module()
+    before = module_state.snapshot(m)
+    m.STATE = dict(m.STATE)  # same contents, but rebound: still equal by content, so not a change
+    m.NEW = 1
+    assert module_state.changed(before, module_state.snapshot(m)) == ["NEW"]
+
+
+def test_no_learner_code_runs_and_huge_values_are_bounded():
+    m = _module()
+    m.BIG = [list(range(100)) for _ in range(1000)]  # 100k items: past the budget
+    snap = module_state.snapshot(m)  # Loud.items and Sly.__dict__ would raise
+    assert snap["SLY"][0] == "id"  # its __dict__ is the learner's: not read
+    m.LOUD["a"] = 2  # a dict subclass of the module's own: read with dict's own methods
+    assert module_state.changed(snap, module_state.snapshot(m)) == ["LOUD"]
+    snap = module_state.snapshot(m)
+    m.BIG.append(0)
+    assert "BIG" in module_state.changed(snap, module_state.snapshot(m))
+    assert np.asarray(m.ARR).shape == (3,)
