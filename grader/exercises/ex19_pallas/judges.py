@@ -55,6 +55,18 @@ def _raised(what: str, got: dict, advice: str) -> CheckFailed:
                        diagnosis=f"{what} raised an error{said}", advice=advice)
 
 
+def _host_failure(what: str, got: dict) -> CheckFailed | None:
+    """Numbers a host callback computed are not the kernel's: the value checks judge the kernel."""
+    host = got.get("host_callbacks") or {}
+    if not host:
+        return None
+    advice = ("compute with jnp on the kernel's blocks; jax.pure_callback / io_callback hand the values to Python on "
+              "the host, so the numbers are not the kernel's")
+    return CheckFailed(f"{what}'s numbers come from a host callback", measured=f"host callbacks: {host}",
+                       expected="numbers computed by the Pallas kernel", hint=advice,
+                       diagnosis=f"{what} computes through a host callback ({', '.join(sorted(host))})", advice=advice)
+
+
 def _shape_failure(what: str, value, want: tuple) -> CheckFailed | None:
     if not isinstance(value, np.ndarray) or value.shape != want or value.dtype != np.float32:
         advice = "return the pallas_call's float32 output as it is: out_shape=jax.ShapeDtypeStruct(shape, jnp.float32)"
@@ -154,6 +166,9 @@ def softmax_batch_labels(xs: np.ndarray, block_rows: int) -> set[str]:
 def judge_softmax(got: dict, x: np.ndarray, block_rows: int, what: str = "softmax_rows(x, block_rows)") -> None:
     if "error" in got:
         raise _raised(what, got, "softmax_rows must run as written, on float32 input, with a Python int block size")
+    failure = _host_failure(what, got)
+    if failure:
+        raise failure
     value = got.get("value")
     failure = _shape_failure(what, value, x.shape)
     if failure:
@@ -274,6 +289,9 @@ def judge_matmul_relu(got: dict, x: np.ndarray, w: np.ndarray, blocks: tuple[int
                       what: str = "matmul_relu(x, w, bm, bn, bk)") -> None:
     if "error" in got:
         raise _raised(what, got, "matmul_relu must run as written, on float32 input, with Python int block sizes")
+    failure = _host_failure(what, got)
+    if failure:
+        raise failure
     value = got.get("value")
     want = reference_matmul_relu(x, w)
     failure = _shape_failure(what, value, want.shape)
@@ -321,6 +339,14 @@ def judge_kernel(facts: dict, want: dict, what: str, asked: str) -> None:
                           expected="a jaxpr holding one pallas_call", hint=advice,
                           diagnosis=f"{what} could not be traced" + (f" ({name})" if name else ""), advice=advice)
     calls, outside = facts["calls"], facts["outside"]
+    host = facts.get("host_callbacks") or {}
+    if host:
+        advice = ("compute with jnp on the kernel's blocks (x_ref[...], o_ref[...] = ...); a callback hands the block to "
+                  "Python on the host, so the kernel itself computes nothing")
+        raise CheckFailed(f"{what} calls back to the host: {', '.join(sorted(host))}",
+                          measured=f"host callbacks: {host}", expected="none, in the kernel or around it", hint=advice,
+                          diagnosis=f"{what} computes through a host callback ({', '.join(sorted(host))}) instead of "
+                                    f"in its Pallas kernel", advice=advice)
     if len(calls) != 1:
         advice = (f"call pl.pallas_call exactly once, with {asked}" if calls else
                   f"the work must be a Pallas kernel: pl.pallas_call(kernel, grid=..., in_specs=..., out_specs=..., "

@@ -11,12 +11,15 @@ are those of running that very trace's compiled program.  A function that answer
 calls with NumPy and shows tracers a kernel for show gets its kernel's numbers judged.
 
 ``values(ctx, target, arrays, blocks)``
-    ``{"value": array}`` computed by the traced program, or ``{"error": first line}``.
+    ``{"value": array, "host_callbacks": {...}}`` computed by the traced program, or
+    ``{"error": first line}``.
 ``structure(ctx, target, arrays, blocks)``
     the jaxpr of the same trace (the same inputs give the same trace: it is kept in
     ``ctx.slots``, so a layout check judges the program whose numbers the value check judged):
     every ``pallas_call`` in it with its grid and block shapes, and the primitives that run
-    outside the kernels (``grader.ir.kernel_calls``).
+    outside the kernels (``grader.ir.kernel_calls``), and the host callbacks anywhere in it,
+    kernel bodies included (``host_callbacks``: a ``jax.pure_callback`` in a kernel computes on the
+    host, where no grid or block is asked).
 ``composed(ctx, target, arrays, blocks)``
     the function under our ``jax.vmap``, traced and run the same way (the first array argument
     batched on a new leading axis, the others shared, ``in_axes=None``): ``{"value": array,
@@ -39,6 +42,10 @@ _vmap = jax.vmap
 _device_put = jax.device_put
 _asarray = np.asarray
 _kernel_calls = ir.kernel_calls
+_primitive_counts = ir.primitive_counts
+#: Primitives that hand values to Python on the host: a kernel that computes through one of them
+#: computes nothing itself (``jax.debug.print``'s ``debug_callback`` returns nothing, so it is fine).
+HOST_CALLBACKS = ("pure_callback", "io_callback")
 
 TARGETS = ("softmax_rows", "matmul_relu")
 
@@ -74,7 +81,9 @@ def _one_trace(ctx, kind: str, target: str, arrays: list, blocks: list) -> dict:
     run = traced_run(fn, *[_device_put(a) for a in arrays])
     out: dict = {}
     if run.jaxpr is not None:
-        out["kernel"] = _kernel_calls(run.jaxpr)
+        counts = _primitive_counts(run.jaxpr)  # kernel bodies included
+        out["kernel"] = dict(_kernel_calls(run.jaxpr),
+                             host_callbacks={p: counts[p] for p in HOST_CALLBACKS if p in counts})
     if run.error is not None:
         out["error"] = _first_line(run.error)
     elif not isinstance(run.outputs, jax.Array):
@@ -87,12 +96,15 @@ def _one_trace(ctx, kind: str, target: str, arrays: list, blocks: list) -> dict:
 
 def values(ctx, target: str, arrays: list, blocks: list) -> dict:
     got = _one_trace(ctx, "plain", target, arrays, blocks)
-    return {"error": got["error"]} if "error" in got else {"value": got["value"]}
+    if "error" in got:
+        return {"error": got["error"]}
+    return {"value": got["value"], "host_callbacks": got["kernel"]["host_callbacks"]}
 
 
 def composed(ctx, target: str, arrays: list, blocks: list) -> dict:
     got = _one_trace(ctx, "vmap", target, arrays, blocks)
-    return dict(got, kernel=got.get("kernel") or {"error": got.get("error", "no jaxpr")})
+    kernel = got.get("kernel") or {"error": got.get("error", "no jaxpr")}
+    return dict(got, kernel=kernel, host_callbacks=kernel.get("host_callbacks", {}))
 
 
 def structure(ctx, target: str, arrays: list, blocks: list) -> dict:
