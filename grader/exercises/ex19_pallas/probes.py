@@ -35,7 +35,7 @@ import jax
 import jax.experimental.pallas  # noqa: F401 - imported before the learner's module, which needs it
 import numpy as np
 
-from grader import ir
+from grader import ir, jaxcompat
 from grader.probes.generic import traced_run
 
 _vmap = jax.vmap
@@ -45,7 +45,7 @@ _kernel_calls = ir.kernel_calls
 _primitive_counts = ir.primitive_counts
 #: Primitives that hand values to Python on the host: a kernel that computes through one of them
 #: computes nothing itself (``jax.debug.print``'s ``debug_callback`` returns nothing, so it is fine).
-HOST_CALLBACKS = ("pure_callback", "io_callback")
+HOST_CALLBACKS = jaxcompat.CALLBACK_PRIMITIVES
 
 TARGETS = ("softmax_rows", "matmul_relu")
 
