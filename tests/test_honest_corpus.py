@@ -49,7 +49,7 @@ SELECTED = {
     11: ("predicts_dot_cost", "analyze_matches_live"),  # not the timing checks: a loaded machine makes them noisy
     12: ("momentum_step_compiles_once",),
     13: ("dense_is_a_pytree", "pure_step_writes_no_globals"),
-    14: ("switch_compiles_once",),
+    14: ("switch_compiles_once", "safe_sqrt_gradient_finite"),  # apply_branch is a jit object: idioms run in safe_sqrt
     15: ("init_mlp_keys_independent", "noise_one_draw_per_batch"),  # JAX's key-reuse checker, a jaxpr
     16: ("hvp_never_forms_the_hessian", "softmax_keeps_only_its_output"),
     17: ("predicts_batch_split", "fsdp_gathers_weights"),
