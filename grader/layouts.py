@@ -8,7 +8,8 @@ Two halves, for the two sides of the sandbox:
   "shard_shape", "blocks": [[device id, [[start, stop] per dimension]], ...]}``.
 * ``layout_blocks``, ``has_layout``, ``describe_axes`` and ``recognise`` run on the trusted side:
   a layout is a tuple naming, per dimension of a 2-D array, the mesh axis that splits it (or
-  ``None``); a record *has* a layout when every device holds exactly the block the layout
+  ``None``, or a tuple of axes that split it together, the first one major, as
+  ``P(("data", "model"), None)`` does); a record *has* a layout when every device holds exactly the block the layout
   gives it on that mesh.  Judging blocks, not spec text, is what makes ``P("data")`` and
   ``P("data", None)`` the same layout, and a split over an axis of one device the same as no
   split.  The words name no size, so a hidden check may show them.
@@ -18,8 +19,20 @@ from __future__ import annotations
 
 AXES = ("data", "model")
 
-#: the layouts a 2-D input or output can be recognised as (per dimension: the mesh axis splitting it)
-CANDIDATE_AXES = tuple((a, b) for a in (None, *AXES) for b in (None, *AXES) if a != b or a is None)
+#: What can split one dimension: nothing, one mesh axis, or both together (the first one major).
+SPLITS = (None, *AXES, AXES, AXES[::-1])
+
+
+def _names(axis) -> tuple:
+    """The mesh axis names one PartitionSpec entry uses: (), ("data",), ("data", "model")..."""
+    return () if axis is None else axis if isinstance(axis, tuple) else (axis,)
+
+
+#: the layouts a 2-D input or output can be recognised as (per dimension: what splits it; no
+#: mesh axis used twice, as a PartitionSpec allows)
+CANDIDATE_AXES = tuple((a, b) for a in SPLITS for b in SPLITS if not set(_names(a)) & set(_names(b)))
+#: what ``recognise`` says of a layout no candidate gives (it follows "x has")
+OTHER_LAYOUT = "a layout no PartitionSpec over 'data' and 'model' gives"
 
 
 # --- in the sandbox -------------------------------------------------------------------------
@@ -64,11 +77,11 @@ def layout_blocks(shape, axes, result):
             position = {"data": (i, d), "model": (j, m)}
             spans = []
             for n, axis in zip(shape, axes):
-                if axis is None:
-                    spans.append([0, n])
-                else:
-                    k, parts = position[axis]
-                    spans.append([k * n // parts, (k + 1) * n // parts])
+                k, parts = 0, 1
+                for name in _names(axis):
+                    index, size = position[name]
+                    k, parts = k * size + index, parts * size
+                spans.append([k * n // parts, (k + 1) * n // parts])
             blocks[dev] = spans
     return blocks
 
@@ -81,11 +94,17 @@ def has_layout(record, axes, result) -> bool:
     return measured_blocks(record) == layout_blocks(record["global_shape"], axes, result)
 
 
+def _split_words(axis) -> str:
+    if isinstance(axis, tuple):
+        return "split over " + " and ".join(f"'{a}'" for a in axis) + " together"
+    return f"split over '{axis}'"
+
+
 def describe_axes(axes) -> str:
     """``rows split over 'data', columns whole``; ``no split: every device holds all of it``."""
     if all(axis is None for axis in axes):
         return "no split: every device holds all of it"
-    return ", ".join(f"{label} whole" if axis is None else f"{label} split over '{axis}'"
+    return ", ".join(f"{label} whole" if axis is None else f"{label} {_split_words(axis)}"
                      for label, axis in zip(("rows", "columns"), axes))
 
 
@@ -97,7 +116,7 @@ def recognise(record, result, prefer) -> str:
     for axes in CANDIDATE_AXES:
         if has_layout(record, axes, result):
             return describe_axes(axes)
-    return "laid out in some other way"
+    return OTHER_LAYOUT
 
 
 def draw_mlp(rng):
