@@ -74,3 +74,27 @@ def test_nested_draws_nest(hidden):
     for seed in range(5):
         for _, _, used in hidden.draw_nested(check_rng(seed, "test_counts_nested_primitives")):
             assert any(depth >= 1 for _, depth in used)
+
+
+@pytest.fixture(scope="module")
+def public_constructs():
+    """The public check's fixed functions, traced: {name: ClosedJaxpr}."""
+    spec = importlib.util.spec_from_file_location("ex06_public", REPO / "exercises" / DIR / "test_public.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {name: trace(source, "f", specs) for name, (_, source, specs) in module.CONSTRUCTS.items()}
+
+
+@pytest.mark.parametrize("fixture", ["top_level_only", "forgets_the_holder", "skips_seen_subjaxprs", "only_jaxpr_param",
+                                     "closed_jaxprs_only", "two_branches_only", "one_level_deep",
+                                     "text_lines_miss_shared_jaxprs", "zero_entries_kept"])
+def test_every_wrong_walk_fails_a_public_function(hidden, public_constructs, fixture):
+    """The public functions hold every place a sub-jaxpr can hide, so no known wrong walk
+    passes them all (a learner who makes the mistake hears it before the hidden checks run)."""
+    walk = fixture_walker(fixture)
+    assert any(hidden.count_problem(walk(closed), closed) for closed in public_constructs.values())
+
+
+def test_the_reference_walk_is_right_on_the_public_functions(hidden, public_constructs):
+    for name, closed in public_constructs.items():
+        assert hidden.count_problem(ir.primitive_counts(closed), closed) is None, name

@@ -1,8 +1,12 @@
 """Public checks for exercise 6 (run by `grade exercise 6`; they carry no points).
 
-The hidden checks count primitives in functions you have never seen (built at grading
-time from nested jit, scan, cond, while, checkpoint, custom_jvp/custom_vjp, vmap...) and
-check every reading answer against the jaxprs of the installed JAX.
+`counts_example_functions` counts the stub's three examples; `counts_every_construct` counts
+six small functions written out below, one around each way a sub-jaxpr can hide (a helper
+used twice, a cond with the same branch twice, a three-branch switch, checkpoint and fori
+inside a while, relu and where inside a scan, custom_vjp under vmap).  The hidden checks
+count primitives in functions you have never seen (built at grading time from nested jit,
+scan, cond, while, checkpoint, custom_jvp/custom_vjp, vmap...) and check every reading
+answer against the jaxprs of the installed JAX.
 """
 
 import jax
@@ -10,7 +14,8 @@ import jax.numpy as jnp
 import pytest
 
 from grader import ir
-from grader.exercises.ex06_jaxpr.judges import expect_x64_off, first_holder, trace
+from grader.exercises.ex06_jaxpr.judges import (GENERIC_ADVICE, count_problem, expect_mapping, expect_x64_off,
+                                                first_holder, trace)
 from grader.feedback import CheckFailed
 
 # The stub's example functions, written out here so the check does not trust your copy.
@@ -70,6 +75,86 @@ def test_counts_example_functions(submission, name):
             hint="print the jaxpr: every equation counts once, the equations inside each sub-jaxpr count too, "
                  "and so does the equation (jit, scan, cond, custom_jvp_call...) that holds them",
         )
+
+
+# One small function around each place a sub-jaxpr can hide: `f` in each source, traced on
+# the given [shape, dtype] arguments (with jax, jnp and lax in scope, nothing else).
+CONSTRUCTS = {
+    "a_helper_used_in_three_places": ("one jitted helper called in three places (one sub-jaxpr, three equations)", '''
+@jax.jit
+def _scale(v):
+    return v * 2.0 + 1.0
+
+
+def f(x):
+    return _scale(_scale(x)) + _scale(jnp.sin(x))
+''', [[[4], "float32"]]),
+    "cond_with_one_branch_twice": ("lax.cond whose two branches are the same function", '''
+def _shrink(v):
+    return jnp.tanh(v) * 0.5
+
+
+def f(x):
+    return lax.cond(jnp.sum(x) > 0, _shrink, _shrink, x)
+''', [[[4], "float32"]]),
+    "switch_with_three_branches": ("lax.switch with three one-line branches (a cond with three branches)", '''
+def f(x):
+    return lax.switch(jnp.argmax(x) % 3, [jnp.sin, jnp.cos, lambda v: -v], x)
+''', [[[4], "float32"]]),
+    "checkpoint_and_fori_in_a_while": ("jax.checkpoint (remat2, a bare Jaxpr) and lax.fori_loop inside a "
+                                       "lax.while_loop", '''
+def f(x):
+    def body(state):
+        i, v = state
+        v = jax.checkpoint(lambda u: jnp.exp(jnp.sin(u)))(v)
+        v = lax.fori_loop(0, 2, lambda k, u: u * 0.5, v)
+        return i + 1, v
+
+    return lax.while_loop(lambda state: state[0] < 3, body, (0, x))[1]
+''', [[[4], "float32"]]),
+    "relu_and_where_in_a_scan": ("jax.nn.relu (a jit inside a custom_jvp_call) and jnp.where inside a scan body", '''
+def f(xs):
+    def step(total, row):
+        return total + jax.nn.relu(row), jnp.where(row > 0, row, 0.0)
+
+    return lax.scan(step, jnp.zeros(4), xs)
+''', [[[3, 4], "float32"]]),
+    "custom_vjp_under_vmap": ("a jax.custom_vjp function inside a jitted helper, under jax.vmap", '''
+@jax.custom_vjp
+def _soft(v):
+    return jnp.tanh(v)
+
+
+_soft.defvjp(lambda v: (jnp.tanh(v), v), lambda v, g: (g * (1.0 - jnp.tanh(v) ** 2),))
+
+
+def f(xs):
+    return jax.vmap(jax.jit(lambda row: _soft(row) * 2.0))(xs)
+''', [[[3, 4], "float32"]]),
+}
+
+
+@pytest.mark.parametrize("name", list(CONSTRUCTS))
+def test_counts_every_construct(submission, name):
+    what, source, specs = CONSTRUCTS[name]
+    counts = expect_mapping(submission.probe("ex06_jaxpr:count_in_source", source, "f", specs))
+    closed = trace(source, "f", specs)
+    problem = count_problem(counts, closed)
+    if problem is None:
+        return
+    direction, mistakes = problem
+    truth = ir.primitive_counts(closed)
+    diff = {k: (counts.get(k, 0), truth.get(k, 0)) for k in sorted(set(counts) | set(truth))
+            if counts.get(k, 0) != truth.get(k, 0)}
+    raise CheckFailed(
+        f"count_primitives is wrong around {what} ({direction})",
+        measured=f"on CONSTRUCTS[{name!r}] in test_public.py:\n{source.strip()}\n"
+                 "yours vs the jaxpr's: " + ", ".join(f"{k}: {a} vs {b}" for k, (a, b) in diff.items()),
+        expected=str(dict(sorted(truth.items()))),
+        hint=(("your counts look like this mistake: " if len(mistakes) == 1 else "your counts look like one of these "
+               "mistakes: ") + " -- OR -- ".join(mistakes)) if mistakes else
+             GENERIC_ADVICE + "; print jax.make_jaxpr(f)(...) of this function to see where",
+    )
 
 
 def learner_answers(submission):

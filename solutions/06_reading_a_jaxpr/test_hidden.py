@@ -8,18 +8,14 @@ constructs at random, at least one construct inside another.  A failed count say
 which construct(s) the counts went wrong and, when the learner's counts equal those of a
 known wrong walk, which mistake; never the function or its counts."""
 
-from collections import Counter
-
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jax import lax
-from jax.extend.core import ClosedJaxpr
 
 from grader import ir
 from grader.coverage import Coverage, ensure
-from grader.exercises.ex06_jaxpr.judges import expect_x64_off, first_holder, trace
+from grader.exercises.ex06_jaxpr.judges import count_problem, expect_mapping, fail_counts, first_holder, trace
 from grader.feedback import CheckFailed
 from grader.jaxcompat import jaxprs_in_params
 
@@ -224,126 +220,8 @@ COVERAGE = {
 
 
 # --------------------------------------------------------------------------------------
-# Judging counts, with a diagnosis of the usual mistakes (computed here, never shown raw)
+# Judging counts: grader.exercises.ex06_jaxpr.judges (shared with the public checks)
 # --------------------------------------------------------------------------------------
-
-def _every_sub(params):
-    return jaxprs_in_params(params)
-
-
-def _closed_subs_only(params):  # a walk that ignores bare Jaxprs (what checkpoint holds)
-    for value in params.values():
-        for item in value if isinstance(value, tuple) else (value,):
-            if isinstance(item, ClosedJaxpr):
-                yield item.jaxpr
-
-
-def _jaxpr_param_only(params):  # a walk that only looks at a param called "jaxpr"
-    sub = params.get("jaxpr")
-    if sub is not None:
-        yield getattr(sub, "jaxpr", sub)
-
-
-def _two_branches(params):  # a walk that takes a tuple of jaxprs for a cond's (true, false) pair
-    for value in params.values():
-        for item in value[:2] if isinstance(value, tuple) else (value,):
-            if hasattr(item, "eqns") or hasattr(item, "jaxpr"):
-                yield getattr(item, "jaxpr", item)
-
-
-def _walk(closed, *, subs=_every_sub, count_holders=True, dedupe=False):
-    counts, seen, stack = Counter(), set(), [closed.jaxpr]
-    while stack:
-        j = stack.pop()
-        if dedupe:
-            if id(j) in seen:
-                continue
-            seen.add(id(j))
-        for eqn in j.eqns:
-            inner = list(subs(eqn.params)) if subs is not None else []
-            if count_holders or not any(True for _ in jaxprs_in_params(eqn.params)):
-                counts[eqn.primitive.name] += 1
-            stack.extend(inner)
-    return dict(counts)
-
-
-MISTAKES = (
-    (dict(subs=None), "you count only the top-level equations: descend into every sub-jaxpr held in eqn.params, "
-                      "recursively"),
-    (dict(count_holders=False), "you count what is inside sub-jaxprs but not the equation holding them: a jit, scan, "
-                                "cond, ... equation counts once itself"),
-    (dict(dedupe=True), "you skip sub-jaxprs you have seen before: a helper used in two places (or as both branches "
-                        "of a cond) counts in each place"),
-    (dict(subs=_jaxpr_param_only), "you only look inside a param named 'jaxpr': cond keeps its sub-jaxprs in "
-                                   "'branches' (a tuple), and while_loop and custom_jvp/custom_vjp use other names; "
-                                   "look at every param value"),
-    (dict(subs=_closed_subs_only), "you only descend into ClosedJaxpr values: jax.checkpoint (remat2) holds a bare "
-                                   "Jaxpr"),
-    (dict(subs=_two_branches), "you look at only the first two jaxprs of a tuple: a cond made by lax.switch has one "
-                               "branch per case, so walk every item of the branches tuple"),
-)
-
-
-def diagnose(counts, closed):
-    """The known wrong walks whose counts the learner's equal (on this function)."""
-    truth = ir.primitive_counts(closed)
-    return [text for kwargs, text in MISTAKES if counts == (wrong := _walk(closed, **kwargs)) and wrong != truth]
-
-
-GENERIC_ADVICE = ("print the jaxpr of a function built like this and count by hand: every equation at every depth "
-                  "once, the higher-order equation itself included, and every place a sub-jaxpr appears")
-
-
-def expect_mapping(got):
-    """``got`` (from ``ex06_jaxpr:count_in_source``) holds a dict of str -> int, counted with x64 off."""
-    expect_x64_off(got)
-    if got["counts"] is None:
-        advice = "return a plain dict (or collections.Counter) keyed by eqn.primitive.name, a str"
-        raise CheckFailed("count_primitives should return a dict with str keys",
-                          measured=f"a {got['type']}" + (f" with keys of type {got['key_types']}"
-                                                         if got["key_types"] else ""),
-                          expected="a dict {primitive name: count}", hint=advice, advice=advice,
-                          diagnosis="count_primitives does not return a mapping with str keys")
-    bad = sorted(k for k, v in got["counts"].items() if type(v) is not int)
-    if bad:
-        advice = "count with a dict or collections.Counter; avoid NumPy integers"
-        raise CheckFailed("count_primitives: every count should be a Python int",
-                          measured=f"{len(bad)} value(s) that are not ints", expected="int values",
-                          hint=advice, advice=advice, diagnosis="some counts are not Python ints")
-    return got["counts"]
-
-
-def count_problem(counts, closed):
-    """None when ``counts`` are exact; else (direction, mistake) in words that name no count."""
-    truth = ir.primitive_counts(closed)
-    if counts == truth:
-        return None
-    total, right_total = sum(counts.values()), sum(truth.values())
-    direction = ("too few equations in all" if total < right_total else "too many equations in all"
-                 if total > right_total else "the right total but wrong counts per primitive")
-    return direction, diagnose(counts, closed)
-
-
-def fail_counts(where, problems, total):
-    """``problems``: [(what, direction, mistakes)] of ``total`` functions -> a CheckFailed naming
-    constructs and mistakes only (never a function's source or counts)."""
-    directions = {direction for _, direction, _ in problems}
-    if len(problems) == total and len(directions) == 1:
-        listing = f"on every one of them ({directions.pop()})"
-    else:
-        listing = "; ".join(f"{what} ({direction})" for what, direction, _ in problems)
-    sets = [set(m) for _, _, m in problems]
-    common = set.intersection(*sets) if all(sets) else set()
-    mistakes = [text for _, text in MISTAKES if text in (common or set().union(*sets))]
-    diagnosis = f"count_primitives is wrong {where}: {listing}"
-    if mistakes:
-        diagnosis += (". Your counts look like " + ("this mistake: " if len(mistakes) == 1 else
-                                                    "one of these mistakes: ") + " -- OR -- ".join(mistakes))
-    advice = " -- OR -- ".join(mistakes) or GENERIC_ADVICE
-    raise CheckFailed(diagnosis, measured="\n".join(f"{w}: {d}" for w, d, _ in problems),
-                      expected="one count per equation at every nesting depth, for every primitive that occurs",
-                      hint=advice, diagnosis=diagnosis, advice=advice)
-
 
 def test_counts_nested_primitives(submission, rng):
     functions = draw_nested(rng)
@@ -519,25 +397,44 @@ def normalise(kind, value):
     return None
 
 
-@pytest.mark.parametrize("key", sorted(QUESTIONS))
-def test_reading_answers(submission, key):
-    kind, what, hint = QUESTIONS[key]
-    probed = submission.probe("ex06_jaxpr:answers")
-    got = probed["answers"]
-    if not isinstance(got, dict) or key not in got:
+def test_reading_answers(submission):
+    """All seven answers, judged together: one failure names every wrong answer."""
+    got = submission.probe("ex06_jaxpr:answers")["answers"]
+    if not isinstance(got, dict):
         advice = "return a dict with exactly the keys the stub's docstring lists"
-        raise CheckFailed(f"answers() has no answer for {key!r}",
-                          measured=type(got).__name__ if not isinstance(got, dict) else f"keys {sorted(got)[:10]}",
-                          expected=f"a dict with the key {key!r}", hint=advice, advice=advice,
-                          diagnosis=f"answers() has no answer for {key!r}" if isinstance(got, dict) else
-                          "answers() does not return a dict")
-    answer = normalise(kind, got[key])
-    if answer is None:
-        expected = {"str": "a str", "int": "an int", "list": "a list of str"}[kind]
-        raise CheckFailed(f"answers()[{key!r}] has the wrong type", measured=type(got[key]).__name__,
-                          expected=expected, hint=hint, advice=hint,
-                          diagnosis=f"answers()[{key!r}] should be {expected}")
-    if answer != truth_of(key):
-        raise CheckFailed(f"answers()[{key!r}] is not what the installed JAX's jaxpr shows",
-                          measured=f"your answer: {got[key]!r}", expected=what, hint=hint, advice=hint,
-                          diagnosis=f"answers()[{key!r}] ({what}) does not match the jaxpr of the installed JAX")
+        raise CheckFailed("answers() should return a dict", measured=type(got).__name__, expected="a dict",
+                          hint=advice, advice=advice, diagnosis="answers() does not return a dict")
+    missing = [key for key in sorted(QUESTIONS) if key not in got]
+    if missing:
+        advice = "return a dict with exactly the keys the stub's docstring lists"
+        names = ", ".join(map(repr, missing))
+        raise CheckFailed(f"answers() has no answer for {names}", measured=f"keys {sorted(got)[:10]}",
+                          expected=f"a dict with the keys {sorted(QUESTIONS)}", hint=advice, advice=advice,
+                          diagnosis=f"answers() has no answer for {names}")
+    wrong_type, wrong = [], []
+    for key in sorted(QUESTIONS):
+        kind, what, hint = QUESTIONS[key]
+        answer = normalise(kind, got[key])
+        if answer is None:
+            wrong_type.append((key, {"str": "a str", "int": "an int", "list": "a list of str"}[kind], hint))
+        elif answer != truth_of(key):
+            wrong.append((key, what, hint))
+    if wrong_type:
+        text = "; ".join(f"answers()[{key!r}] should be {expected}" for key, expected, _ in wrong_type)
+        raise CheckFailed(text, measured="; ".join(f"{key}: a {type(got[key]).__name__}" for key, _, _ in wrong_type),
+                          expected=text, hint=" -- ".join(h for _, _, h in wrong_type),
+                          advice=" -- ".join(h for _, _, h in wrong_type), diagnosis=text)
+    if wrong:
+        if len(wrong) == 1:
+            (key, what, _), = wrong
+            message = f"answers()[{key!r}] is not what the installed JAX's jaxpr shows"
+            diagnosis = f"answers()[{key!r}] ({what}) does not match the jaxpr of the installed JAX"
+        else:
+            message = (f"{len(wrong)} answers are not what the installed JAX's jaxpr shows: "
+                       + ", ".join(repr(key) for key, _, _ in wrong))
+            diagnosis = (f"{len(wrong)} answers do not match the jaxprs of the installed JAX: "
+                         + "; ".join(f"{key!r} ({what})" for key, what, _ in wrong))
+        advice = " -- ".join(f"{key}: {hint}" for key, _, hint in wrong)
+        raise CheckFailed(message, measured="; ".join(f"{key}: your answer {got[key]!r}" for key, _, _ in wrong),
+                          expected="; ".join(what for _, what, _ in wrong), hint=advice, advice=advice,
+                          diagnosis=diagnosis)
