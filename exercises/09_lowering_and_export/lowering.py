@@ -38,7 +38,7 @@ def ir_stats(fn, *args):
     raise NotImplementedError("TODO: ir_stats")
 
 
-# Two functions to try ir_stats on (the public checks use them; do not change them).
+# Three functions to try ir_stats on (the public checks use them; do not change them).
 
 def example_small(x):
     """x: f32[4, 3]."""
@@ -55,6 +55,13 @@ def example_nested(x, w):
     v = _scale(x) @ w
     v = lax.cond(jnp.max(v) > 0, jnp.cos, _scale, v)
     return lax.fori_loop(0, 3, lambda i, u: u * 0.5 + 1.0, v)
+
+
+def example_side_effect(x):
+    """x: f32[4, 4]: a jax.debug.print; in the optimized ENTRY its custom-call comes after ROOT."""
+    v = jnp.sin(x) * 2.0
+    jax.debug.print("v: {}", jnp.cos(v) + 1.0)
+    return v * 3.0
 
 
 # ---------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ modules' structure rather than their text.
 import numpy as np
 import pytest
 
-from grader.exercises.ex09_lowering.judges import GELU_SOURCE, QUESTIONS, judge_answer, judge_export_numbers, \
+from grader.exercises.ex09_lowering.judges import GELU_SOURCE, QUESTIONS, judge_answers, judge_export_numbers, \
     judge_export_shapes, judge_stats, learner_answers, run_learner_export
 from grader.feedback import CheckFailed
 
@@ -31,6 +31,13 @@ def example_nested(x, w):
     v = lax.cond(jnp.max(v) > 0, jnp.cos, _scale, v)
     return lax.fori_loop(0, 3, lambda i, u: u * 0.5 + 1.0, v)
 ''', [[[4, 3], "float32"], [[3, 3], "float32"]]),
+    # a jax.debug.print: XLA prints its custom-call after the ROOT line of the optimized ENTRY
+    "example_side_effect": ('''
+def example_side_effect(x):
+    v = jnp.sin(x) * 2.0
+    jax.debug.print("v: {}", jnp.cos(v) + 1.0)
+    return v * 3.0
+''', [[[4, 4], "float32"]]),
 }
 STATS_KEYS = ("jaxpr_eqns", "stablehlo_ops", "hlo_opcodes", "optimized_entry_opcodes")
 
@@ -74,5 +81,4 @@ def test_answers_are_well_formed(submission):
 def test_reads_erf_lowering(submission, truth):
     got = learner_answers(submission)
     facts = truth.probe("ex09_lowering:gelu_truth", GELU_SOURCE)
-    for key in ("gelu_jaxpr_eqns", "erf_in_stablehlo"):
-        judge_answer(got, facts, key)
+    judge_answers(got, facts, ("gelu_jaxpr_eqns", "erf_in_stablehlo"))

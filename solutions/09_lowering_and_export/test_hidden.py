@@ -5,7 +5,7 @@ against what the installed JAX produces (all truth measured in the clean worker)
 import numpy as np
 import pytest
 
-from grader.exercises.ex09_lowering.judges import GELU_SOURCE, QUESTIONS, judge_answer, judge_export_numbers, \
+from grader.exercises.ex09_lowering.judges import GELU_SOURCE, QUESTIONS, judge_answers, judge_export_numbers, \
     judge_export_shapes, judge_stats, learner_answers, run_learner_export
 from grader.coverage import Coverage, ensure
 
@@ -30,6 +30,15 @@ SIMPLE = (
 # and HLO (a short-form reduce, a reducer body, a case with regions, a while with cond/do
 # regions, a private function and its calls, a chlo op, a sort comparator, a dot).
 CONSTRUCTS = ("reduce_short", "reduce_full", "case", "while", "call", "where", "erf", "sort", "dot")
+# ... and a side effect, in a function of its own: jax.debug.print's custom-call, which XLA
+# schedules after the ROOT line of the optimized ENTRY when the function returns one array
+# (a reader that stops at ROOT misses it).  The checks confirm it sits there (``AFTER_ROOT``).
+SIDE_EFFECT = "side_effect"
+SIDE_EFFECT_BODIES = (
+    'v = x\n{s1}\njax.debug.print("v: {{}}", jnp.cos(v) + {c})\n{s2}',
+    'v = x\n{s1}\n{s2}\njax.debug.print("v: {{}}", jnp.sum(v * {c}))',
+    'v = x\njax.debug.print("x: {{}}", jnp.sum(x) + {c})\n{s1}\n{s2}',
+)
 
 
 class FunctionWriter:
@@ -82,7 +91,8 @@ class FunctionWriter:
                                f"_, v = lax.while_loop(lambda s: s[0] < {k}, lambda s: (s[0] + 1, {h}(s[1])), (0, v))"))
         if kind == "call":
             h = self.helper("jax.jit")
-            return self._pick((f"v = {h}(v)", f"v = {h}({h}(v))", f"v = {h}(v) + {h}(v * {c})"))
+            # called twice, always: one private function, written once, counted once
+            return self._pick((f"v = {h}({h}(v))", f"v = {h}(v) + {h}(v * {c})"))
         if kind == "where":
             return self._pick((f"v = jnp.where(v > {c}, v, {c} * v)", f"v = jnp.where(v < 0, -v, v * {c})"))
         if kind == "erf":
@@ -106,15 +116,22 @@ class FunctionWriter:
         body = "".join(f"    {line}\n" for line in lines) + f"    {ret}\n"
         return "\n".join(self.defs) + "\n\ndef f(x, w):\n" + body
 
+    def side_effect_function(self):
+        """``f`` of a few elementwise lines and a jax.debug.print, returning one array."""
+        self.used.append(SIDE_EFFECT)
+        lines = self._pick(SIDE_EFFECT_BODIES).format(s1=self.simple(), s2=self.simple(), c=self._c()).split("\n")
+        return "def f(x, w):\n" + "".join(f"    {line}\n" for line in lines) + "    return v\n"
+
 
 def draw_functions(rng, n_functions=2):
-    """``n_functions`` functions that between them hold every construct: [(source, specs, kinds)]."""
+    """``n_functions`` functions that between them hold every construct, and one with a side
+    effect: [(source, specs, kinds)]."""
     order = list(CONSTRUCTS)
     rng.shuffle(order)
     out = []
-    for i in range(n_functions):
+    for i in range(n_functions + 1):
         writer = FunctionWriter(rng)
-        source = writer.function(order[i::n_functions])
+        source = writer.function(order[i::n_functions]) if i < n_functions else writer.side_effect_function()
         m, n = int(rng.choice([2, 3, 4, 5, 6, 16])), int(rng.choice([2, 3, 4, 5, 32]))
         out.append((source, [[[m, n], "float32"], [[n, n], "float32"]], sorted(set(writer.used))))
     return out
@@ -125,7 +142,8 @@ def labels_of(drawn):
 
 
 def _stats_coverage(test):
-    return Coverage(required=set(CONSTRUCTS), labels=lambda rng: labels_of(draw_functions(rng)), test=test)
+    return Coverage(required=set(CONSTRUCTS) | {SIDE_EFFECT}, labels=lambda rng: labels_of(draw_functions(rng)),
+                    test=test)
 
 
 # --------------------------------------------------------------------------------------
@@ -166,14 +184,20 @@ COVERAGE = {
         labels=lambda rng: export_labels(*draw_export(rng)), test="test_export_batch_is_symbolic"),
 }
 
-WHAT = "a function written at grading time (reductions, sort, cond, loops, nested jit, where, erf, a dot)"
+WHAT = ("a function written at grading time (reductions, sort, cond, loops, nested jit, where, erf, a dot, "
+        "a jax.debug.print)")
+
+
+AFTER_ROOT = "an instruction after the optimized ENTRY's ROOT line"
 
 
 def judge_functions(submission, truth, rng, check, keys):
     drawn = draw_functions(rng)
     ensure(check, COVERAGE[check].required, labels_of(drawn))
-    for source, specs, _ in drawn:
-        right = truth.probe("ex09_lowering:truth_stats", source, "f", specs)
+    rights = [truth.probe("ex09_lowering:truth_stats", source, "f", specs) for source, specs, _ in drawn]
+    if check == "optimized_entry_counts":  # the side effect must really sit after ROOT in this JAX
+        ensure(check, {AFTER_ROOT}, {AFTER_ROOT} if any(r["entry_after_root"] for r in rights) else set())
+    for (source, specs, _), right in zip(drawn, rights):
         got = submission.probe("ex09_lowering:stats_in_source", source, "f", specs)
         for key in keys:
             judge_stats(got, right, key, WHAT)
@@ -219,6 +243,5 @@ def gelu_facts(truth):
     return truth.probe("ex09_lowering:gelu_truth", GELU_SOURCE)
 
 
-@pytest.mark.parametrize("key", sorted(QUESTIONS))
-def test_reading_answers(submission, gelu_facts, key):
-    judge_answer(learner_answers(submission), gelu_facts, key)
+def test_reading_answers(submission, gelu_facts):
+    judge_answers(learner_answers(submission), gelu_facts, sorted(QUESTIONS))

@@ -83,6 +83,9 @@ def _explain(key: str, mine, truth: dict) -> str:
             return "you counted every computation of the optimized module; this count is of ENTRY alone"
         if mine == mistakes["optimized_entry_but_fused"] != right:
             return ("you counted what the fusions hold; in ENTRY a fusion is one instruction, opcode 'fusion'")
+        if mine == mistakes.get("optimized_entry_to_root") != right:
+            return ("you stopped reading ENTRY at its ROOT line; an instruction with a side effect (the custom-call "
+                    "of a jax.debug.print) can come after it: read ENTRY to its closing `}`")
     names = _diff(mine, right)
     text = f"wrong count for {len(names)} name(s): {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}"
     if key == "stablehlo_ops":
@@ -253,22 +256,50 @@ def normalise(kind: str, value):
 
 
 def judge_answer(got, truth: dict, key: str) -> None:
-    kind, what, hint = QUESTIONS[key]
-    if not isinstance(got, dict) or key not in got:
-        raise CheckFailed(f"answers() has no answer for {key!r}",
-                          measured=type(got).__name__ if not isinstance(got, dict) else f"keys {sorted(got)[:10]}",
-                          expected=f"a dict with the key {key!r}", hint="use exactly the keys the stub lists",
-                          diagnosis=f"answers() has no key {key!r}", advice="use exactly the keys the stub lists")
-    answer = normalise(kind, got[key])
-    if answer is None:
-        expected = {"str": "a str", "int": "an int", "list": "a list of str"}[kind]
-        raise CheckFailed(f"answers()[{key!r}] has the wrong type", measured=type(got[key]).__name__,
-                          expected=expected, hint=hint, diagnosis=f"answers()[{key!r}] should be {expected}",
-                          advice=hint)
-    right = truth[key]
-    right = sorted(right) if kind == "list" else right
-    if answer != right:
-        raise CheckFailed(f"answers()[{key!r}] is not what the installed JAX shows",
-                          measured=f"your answer: {got[key]!r}", expected=f"{what}: {right!r}", hint=hint,
-                          diagnosis=f"answers()[{key!r}] ({what}) disagrees with what this JAX produces",
-                          advice=hint)
+    judge_answers(got, truth, (key,))
+
+
+def judge_answers(got, truth: dict, keys) -> None:
+    """Every answer of ``keys`` is there, of its type, and what this JAX produces; one failure
+    names EVERY wrong answer (a learner with two wrong answers hears of both at once)."""
+    if not isinstance(got, dict):
+        raise CheckFailed("answers() should return a dict", measured=type(got).__name__, expected="dict",
+                          hint="return {'gelu_jaxpr_eqns': ..., ...} with the keys the stub lists",
+                          diagnosis="answers() does not return a dict", advice="return a dict with the keys the stub lists")
+    missing = [k for k in keys if k not in got]
+    if missing:
+        raise CheckFailed(f"answers() has no answer for {', '.join(map(repr, missing))}",
+                          measured=f"keys {sorted(got)[:10]}", expected=f"a dict with the keys {list(keys)}",
+                          hint="use exactly the keys the stub lists",
+                          diagnosis=f"answers() has no key {', '.join(map(repr, missing))}",
+                          advice="use exactly the keys the stub lists")
+    wrong_type, wrong = [], []
+    for key in keys:
+        kind, what, hint = QUESTIONS[key]
+        answer = normalise(kind, got[key])
+        right = sorted(truth[key]) if kind == "list" else truth[key]
+        if answer is None:
+            wrong_type.append((key, {"str": "a str", "int": "an int", "list": "a list of str"}[kind], hint))
+        elif answer != right:
+            wrong.append((key, what, hint, right))
+    if wrong_type:
+        raise CheckFailed("; ".join(f"answers()[{k!r}] should be {e}" for k, e, _ in wrong_type),
+                          measured="; ".join(f"{k}: a {type(got[k]).__name__}" for k, _, _ in wrong_type),
+                          expected="; ".join(f"{k}: {e}" for k, e, _ in wrong_type),
+                          hint=" -- ".join(h for _, _, h in wrong_type),
+                          diagnosis="; ".join(f"answers()[{k!r}] should be {e}" for k, e, _ in wrong_type),
+                          advice=" -- ".join(h for _, _, h in wrong_type))
+    if wrong:
+        if len(wrong) == 1:
+            (key, what, _, _), = wrong
+            message = f"answers()[{key!r}] is not what the installed JAX shows"
+            diagnosis = f"answers()[{key!r}] ({what}) disagrees with what this JAX produces"
+        else:
+            message = (f"{len(wrong)} answers are not what the installed JAX shows: "
+                       + ", ".join(repr(k) for k, *_ in wrong))
+            diagnosis = (f"{len(wrong)} answers disagree with what this JAX produces: "
+                         + "; ".join(f"{k!r} ({what})" for k, what, _, _ in wrong))
+        raise CheckFailed(message, measured="; ".join(f"{k}: your answer {got[k]!r}" for k, *_ in wrong),
+                          expected="; ".join(f"{k} ({what}): {right!r}" for k, what, _, right in wrong),
+                          hint=" -- ".join(f"{k}: {h}" for k, _, h, _ in wrong), diagnosis=diagnosis,
+                          advice=" -- ".join(f"{k}: {h}" for k, _, h, _ in wrong))

@@ -38,6 +38,7 @@ In the clean worker (the truth, no learner code):
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 
 import jax
@@ -121,7 +122,9 @@ def truth_stats(ctx, source: str, fn_name: str, arg_specs: list) -> dict:
     closed = _make_jaxpr(fn)(*args)
     lowered = _jit(fn).lower(*args)
     before = xs.hlo_module(lowered)
-    after = xs.optimized_module(lowered.compile())
+    compiled = lowered.compile()
+    after = xs.optimized_module(compiled)
+    after_root = set(xs.entry_names_after_root(compiled.as_text()))
     return {
         "jaxpr_eqns": len(closed.jaxpr.eqns),
         "stablehlo_ops": xs.stablehlo_op_counts(lowered),
@@ -133,7 +136,12 @@ def truth_stats(ctx, source: str, fn_name: str, arg_specs: list) -> dict:
             "hlo_entry_only": before.opcode_counts(entry_only=True),
             "optimized_whole_module": after.opcode_counts(),
             "optimized_entry_but_fused": _entry_but_fused(after),
+            "optimized_entry_to_root": dict(Counter(i.opcode for i in after.entry().instructions
+                                                    if i.name not in after_root)),
         },
+        # not a count: how many instructions the printed ENTRY holds after its ROOT line (a
+        # coverage guard: the draw must show a reader that stops at ROOT)
+        "entry_after_root": len(after_root),
     }
 
 
