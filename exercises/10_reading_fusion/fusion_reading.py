@@ -48,7 +48,7 @@ def unfused(hlo_text):
     raise NotImplementedError("TODO: unfused")
 
 
-# Two functions to read (the public checks compile them; do not change them).
+# Five functions to read (the public checks compile them; do not change them).
 
 def example_mlp(x, w, b):
     """x: f32[32, 64], w: f32[64, 128], b: f32[128]."""
@@ -59,6 +59,24 @@ def example_softmax(x):
     """x: f32[8, 16]."""
     e = jnp.exp(x - jnp.max(x, axis=-1, keepdims=True))
     return e / jnp.sum(e, axis=-1, keepdims=True)
+
+
+def example_loop_print(x):
+    """x: f32[6, 8]: fusions in a loop body (outside ENTRY), and a jax.debug.print whose
+    custom-call, and the work only it reads, XLA prints after ENTRY's ROOT line."""
+    v = jax.lax.fori_loop(0, 3, lambda i, u: jnp.sin(u) * 2.0 + 1.0, x)
+    jax.debug.print("v: {}", jnp.cos(v) * 0.5 + 1.0)
+    return v
+
+
+def example_folds_away(x):
+    """x: f32[4, 4]: XLA simplifies it to a copy, and prints no tables before the computations."""
+    return x * 1.0
+
+
+def example_argmax(x):
+    """x: f32[8, 16]: an argmax, a variadic reduce: its fusion has a tuple shape ((f32[8], s32[8]))."""
+    return jnp.argmax(x, axis=-1)
 
 
 # ---------------------------------------------------------------------------------

@@ -4,9 +4,10 @@ pipelines), and the rewrite answers judged by compiling each case now, at a shap
 now.  The truth is read from each module's structure in the clean worker."""
 
 import numpy as np
+import pytest
 
-from grader.exercises.ex10_fusion.judges import CASES, REWRITE_ADVICE, REWRITE_DISAGREES, compile_module, judge_fusions, \
-    judge_rewrite, judge_unfused, learner_rewrites, rewrite_applied
+from grader.exercises.ex10_fusion.judges import CASES, EXAMPLES, PIPELINES, REWRITE_ADVICE, REWRITE_DISAGREES, \
+    compile_module, judge_fusions, judge_rewrite, judge_unfused, learner_rewrites, rewrite_applied
 from grader.coverage import Coverage, CoverageError, ensure
 from grader.feedback import CheckFailed
 
@@ -71,8 +72,10 @@ def scenario(rng, name):
         dtype = str(rng.choice(["float32", "bfloat16"]))
         w = Writer(rng, dtype)
         red = w.pick(("jnp.sum", "jnp.max", "jnp.mean"))
+        # an argmax too: a variadic reduce, tuple-shaped ((f32[], s32[])), inside a fusion
         src = (f"def f(x):\n    u = {w.chain('x', int(rng.integers(1, 3)))}\n"
-               f"    s = {red}(u, axis=-1, keepdims=True)\n    return {w.chain('(u - s)', int(rng.integers(1, 3)))}\n")
+               f"    s = {red}(u, axis=-1, keepdims=True)\n    return {w.chain('(u - s)', int(rng.integers(1, 3)))}, "
+               f"jnp.argmax(u, axis=-1)\n")
         return src, [[_shape(rng, 3, 24), dtype]], "default", {"reduction", dtype}
     if name == "loop":  # elementwise work in a loop body: fusions outside ENTRY
         dtype = str(rng.choice(["float32", "bfloat16"]))
@@ -104,6 +107,21 @@ def scenario(rng, name):
                f"    v = lax.fori_loop(0, {int(rng.integers(2, 5))}, lambda i, u: {body}, v)\n"
                f"    return {w.chain('v', int(rng.integers(1, 3)))}\n")
         return src, [[_shape(rng, 2, 16), dtype]], "fusion_off", {"nothing_fused", dtype, "fusion_off"}
+    if name in ("side_effect", "side_effect_bare"):  # a jax.debug.print: XLA prints it, and the work
+        # only it reads, after ENTRY's ROOT line (a fusion there, or with fusion off bare elementwise
+        # work).  The printed value reads the returned one, a dot, which XLA never recomputes inside
+        # another fusion: so the print's work must come after ROOT.
+        dtype = str(rng.choice(["float32", "bfloat16", "float16", "int32"]))
+        w = Writer(rng, dtype)
+        pipeline = "fusion_off" if name == "side_effect_bare" else str(rng.choice(["default", "wrapper_off"]))
+        src = (f"def f(x, w):\n    y = ({w.chain('x', int(rng.integers(1, 3)))}) @ w\n"
+               f"    jax.debug.print('y: {{}}', {w.chain('y', int(rng.integers(2, 4)))})\n    return y\n")
+        m, k, n = (int(rng.integers(2, 17)) for _ in range(3))
+        return src, [[[m, k], dtype], [[k, n], dtype]], pipeline, {name, dtype, pipeline}
+    if name == "no_tables":  # simplified down to a copy: no source locations, so no tables in the text
+        pipeline = str(rng.choice(["default", "wrapper_off", "fusion_off"]))
+        src = f"def f(x):\n    return {Writer(rng, 'float32').pick(('x + 0.0', 'x * 1.0'))}\n"
+        return src, [[_shape(rng, 2, 16), "float32"]], pipeline, {"no_tables", pipeline}
     if name == "small_dot":  # default pipeline: nothing elementwise left, a bare dot and reduce
         w = Writer(rng, "float32")
         m, k, n = (int(rng.integers(2, 5)) for _ in range(3))
@@ -118,13 +136,17 @@ def scenario(rng, name):
     raise ValueError(name)
 
 
-FUSION_SCENARIOS = ("matmul_epilogue", "reduction", "loop", "chain")
-UNFUSED_SCENARIOS = ("lone_ops", "nothing_fused", "small_dot", "bare_reduction")
+FUSION_SCENARIOS = ("matmul_epilogue", "reduction", "loop", "chain", "side_effect", "no_tables")
+UNFUSED_SCENARIOS = ("lone_ops", "nothing_fused", "small_dot", "bare_reduction", "side_effect_bare", "no_tables")
 # What the compiled modules must hold between them (read from their structure at grading
-# time; a draw that misses one is a grader error, never a silent pass).
-FUSION_MEASURED = {"fusion_kLoop", "fusion_kCustom", "fusion_outside_entry", "fused_computation_calls"}
+# time -- and, for what comes after ROOT, from the print order of the text; a draw that
+# misses one is a grader error, never a silent pass).  "..._outside_examples": an opcode no
+# module of the stub's examples holds, so a reader that knows only the examples' opcodes fails.
+FUSION_MEASURED = {"fusion_kLoop", "fusion_kCustom", "fusion_outside_entry", "fused_computation_calls",
+                   "fusion_after_root", "no_tables", "tuple_shaped_in_fusion", "fused_opcode_outside_examples"}
 UNFUSED_MEASURED = {"unfused_elementwise", "no_unfused_elementwise", "bare_non_elementwise",
-                    "elementwise_outside_entry"}
+                    "elementwise_outside_entry", "elementwise_after_root", "no_tables",
+                    "unfused_opcode_outside_examples"}
 
 
 def draw(rng, scenarios):
@@ -147,25 +169,46 @@ COVERAGE = {
 WHAT = "optimized HLO compiled at grading time"
 
 
-def _compiled(truth, rng, check, scenarios, measured_required):
+def opcodes_of_examples(truth):
+    """Every opcode of every module the stub's examples compile to, under every pipeline
+    (compiled now, with the JAX that grades)."""
+    return set().union(*(compile_module(truth, source, name, specs, pipeline)["all_opcodes"]
+                         for name, (source, specs) in EXAMPLES.items() for pipeline in PIPELINES))
+
+
+@pytest.fixture(scope="module")
+def example_opcodes(truth):
+    return opcodes_of_examples(truth)
+
+
+def outside_examples(module, known):
+    labels = set()
+    if set(module["unfused"]) - known:
+        labels.add("unfused_opcode_outside_examples")
+    if any(set(f["opcodes"]) - known for f in module["fusions"]):
+        labels.add("fused_opcode_outside_examples")
+    return labels
+
+
+def _compiled(truth, rng, check, scenarios, measured_required, known):
     drawn = draw(rng, scenarios)
     ensure(check, COVERAGE[check].required, structural_labels(drawn))
     modules = [compile_module(truth, src, "f", specs, pipeline) for src, specs, pipeline, _ in drawn]
-    measured = set().union(*(m["labels"] for m in modules))
+    measured = set().union(*(set(m["labels"]) | outside_examples(m, known) for m in modules))
     missing = sorted(measured_required - measured)
     if missing:
         raise CoverageError(f"the modules compiled for `{check}` hold no {missing}: XLA changed; fix the draw")
     return modules
 
 
-def test_fusions_match_module(submission, truth, rng):
-    for module in _compiled(truth, rng, "fusions_match_module", FUSION_SCENARIOS, FUSION_MEASURED):
+def test_fusions_match_module(submission, truth, rng, example_opcodes):
+    for module in _compiled(truth, rng, "fusions_match_module", FUSION_SCENARIOS, FUSION_MEASURED, example_opcodes):
         got = submission.probe("ex10_fusion:read_text", module["text"])
         judge_fusions(got["fusions"], module, WHAT)
 
 
-def test_unfused_match_module(submission, truth, rng):
-    for module in _compiled(truth, rng, "unfused_match_module", UNFUSED_SCENARIOS, UNFUSED_MEASURED):
+def test_unfused_match_module(submission, truth, rng, example_opcodes):
+    for module in _compiled(truth, rng, "unfused_match_module", UNFUSED_SCENARIOS, UNFUSED_MEASURED, example_opcodes):
         got = submission.probe("ex10_fusion:read_text", module["text"])
         judge_unfused(got["unfused"], module, WHAT)
 

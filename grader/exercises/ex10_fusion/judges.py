@@ -37,6 +37,44 @@ PIPELINES = {
     "fusion_off": {"xla_disable_hlo_passes": "fusion,fusion-wrapper"},
 }
 
+#: The stub's examples (the grader's copies: name -> (source, arg specs)), and the
+#: pipelines the public checks compile each under.  ``example_loop_print`` holds fusions
+#: outside ENTRY and, after ENTRY's ROOT line, a fusion (default pipeline) or bare
+#: elementwise work (fusion off); ``example_folds_away`` is simplified to a copy and its
+#: text has no tables; ``example_argmax`` has a tuple-shaped fusion (a variadic reduce).
+EXAMPLES = {
+    "example_mlp": ('''
+def example_mlp(x, w, b):
+    return jax.nn.relu(x @ w + b)
+''', [[[32, 64], "float32"], [[64, 128], "float32"], [[128], "float32"]]),
+    "example_softmax": ('''
+def example_softmax(x):
+    e = jnp.exp(x - jnp.max(x, axis=-1, keepdims=True))
+    return e / jnp.sum(e, axis=-1, keepdims=True)
+''', [[[8, 16], "float32"]]),
+    "example_loop_print": ('''
+def example_loop_print(x):
+    v = jax.lax.fori_loop(0, 3, lambda i, u: jnp.sin(u) * 2.0 + 1.0, x)
+    jax.debug.print("v: {}", jnp.cos(v) * 0.5 + 1.0)
+    return v
+''', [[[6, 8], "float32"]]),
+    "example_folds_away": ('''
+def example_folds_away(x):
+    return x * 1.0
+''', [[[4, 4], "float32"]]),
+    "example_argmax": ('''
+def example_argmax(x):
+    return jnp.argmax(x, axis=-1)
+''', [[[8, 16], "float32"]]),
+}
+EXAMPLE_PIPELINES = {
+    "example_mlp": ("default", "wrapper_off", "fusion_off"),
+    "example_softmax": ("default", "wrapper_off", "fusion_off"),
+    "example_loop_print": ("default", "fusion_off"),
+    "example_folds_away": ("default",),
+    "example_argmax": ("default",),
+}
+
 #: The rewrite cases, as the stub defines them (the truth probe runs this copy).
 CASES_SOURCE = '''
 def x_plus_zero(x):
@@ -177,8 +215,11 @@ def judge_fusions(got, truth: dict, what: str) -> None:
     extra = sorted((names_mine - names_right).elements())
     if missing:
         outside = [n for n in missing if n in truth.get("outside_entry", ())]
+        late = [n for n in missing if n in truth.get("after_root", ())]
         problems.append(f"{len(missing)} fusion instruction(s) missing"
-                        + (f", {len(outside)} of them outside ENTRY (in a loop body or a branch)" if outside else ""))
+                        + (f", {len(outside)} of them outside ENTRY (in a loop body or a branch)" if outside else "")
+                        + (f", {len(late)} of them printed after ENTRY's ROOT line (read ENTRY to its closing "
+                           f"`}}`: a side effect and what it reads can come after ROOT)" if late else ""))
     if extra and not any(n.startswith("%") for n in extra):
         problems.append(f"{len(extra)} entr(ies) that are not fusion instructions of the module")
     wrong_kind = sorted(n for n in kinds if n in mine_by_name and mine_by_name[n][0] != kinds[n])
@@ -222,7 +263,11 @@ def judge_unfused(got, truth: dict, what: str) -> None:
     not_elementwise = sorted(k for k in mine if k not in ELEMENTWISE)
     if not_elementwise:
         problems.append(f"you counted opcodes that are not elementwise ({', '.join(not_elementwise[:6])})")
-    if mine in (truth.get("unfused_every_computation"), truth.get("unfused_outside_fusions")):
+    if mine == truth.get("unfused_to_root"):
+        problems.append("you stopped reading ENTRY at its ROOT line: a side effect (a jax.debug.print's "
+                        "custom-call) and the elementwise work only it reads can come after ROOT; read ENTRY to "
+                        "its closing `}`")
+    elif mine in (truth.get("unfused_every_computation"), truth.get("unfused_outside_fusions")):
         problems.append("you counted elementwise instructions of other computations too (fused computations, "
                         "loop bodies, reducers); only ENTRY's own instructions count")
     elif sum(mine.values()) > sum(right.values()):

@@ -16,8 +16,12 @@ rules -- and passes it with each request.
     ENTRY (``outside_entry``), the opcode tables of a walk that also follows a fused
     computation's own calls (``with_called``) and the elementwise counts of every
     computation, and of every computation but the fused ones
-    (``unfused_every_computation``, ``unfused_outside_fusions``); and the ``labels`` of what
-    the module holds (for the coverage of the draw).
+    (``unfused_every_computation``, ``unfused_outside_fusions``), the names printed after
+    ENTRY's ROOT line (``after_root``: a side effect's custom-call and what only it reads) and
+    the elementwise counts of ENTRY up to that line (``unfused_to_root``); every opcode of the
+    module (``all_opcodes``); and the ``labels`` of what the module holds (for the coverage of
+    the draw: fusion kinds, fusions and elementwise work outside ENTRY or after ROOT, a module
+    without tables, a tuple-shaped instruction inside a fusion...).
 
 ``rewrite_applied(ctx, source, fn_name, arg_kind, rule, shape)``
     Compiles the rewrite case ``fn_name`` of ``source`` for its inputs (``arg_kind``: "f32",
@@ -61,10 +65,19 @@ def _compile(fn, args, compiler_options: dict):
     return _jit(fn).lower(*args).compile(compiler_options=dict(compiler_options))
 
 
-def _labels(module, elementwise: frozenset) -> list[str]:
+def _labels(module, elementwise: frozenset, text: str, after_root: set) -> list[str]:
     entry = module.entry()
     fused = module.fused_computation_ids()
     labels = {f"fusion_{f['kind']}" for f in module.fusions()}
+    late = [i for i in entry.instructions if i.name in after_root]
+    if any(i.opcode == "fusion" for i in late):
+        labels.add("fusion_after_root")
+    if any(i.opcode in elementwise for i in late):
+        labels.add("elementwise_after_root")
+    if "\nFileNames\n" not in text:  # no source locations: no tables before the computations
+        labels.add("no_tables")
+    if any(i.dims is None for c in module.computations if c.id in fused for i in c.instructions):
+        labels.add("tuple_shaped_in_fusion")  # e.g. the variadic reduce of an argmax
     if any(i.opcode == "fusion" for c in module.computations if c.id != entry.id and c.id not in fused
            for i in c.instructions):
         labels.add("fusion_outside_entry")
@@ -107,10 +120,12 @@ def compile_module(ctx, source: str, fn_name: str, arg_specs: list, compiler_opt
     args = [_ShapeDtypeStruct(tuple(shape), dtype) for shape, dtype in arg_specs]
     compiled = _compile(fn, args, compiler_options)
     module = xs.optimized_module(compiled)
+    text = compiled.as_text()
+    after_root = set(xs.entry_names_after_root(text))
     entry = module.entry()
     fused = module.fused_computation_ids()
     return {
-        "text": compiled.as_text(),
+        "text": text,
         "fusions": module.fusions(),
         "unfused": dict(Counter(i.opcode for i in entry.instructions if i.opcode in elementwise)),
         "outside_entry": sorted(i.name for c in module.computations if c.id != entry.id
@@ -120,7 +135,12 @@ def compile_module(ctx, source: str, fn_name: str, arg_specs: list, compiler_opt
                                                   if i.opcode in elementwise)),
         "unfused_outside_fusions": dict(Counter(i.opcode for c in module.computations if c.id not in fused
                                                 for i in c.instructions if i.opcode in elementwise)),
-        "labels": _labels(module, elementwise),
+        # what a reader that stops at ENTRY's ROOT line finds (for a diagnosis)
+        "unfused_to_root": dict(Counter(i.opcode for i in entry.instructions
+                                        if i.opcode in elementwise and i.name not in after_root)),
+        "after_root": sorted(after_root),
+        "all_opcodes": sorted({i.opcode for i in module.instructions()}),
+        "labels": _labels(module, elementwise, text, after_root),
     }
 
 
