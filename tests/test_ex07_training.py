@@ -1,8 +1,13 @@
 """Exercise 7's trusted-side logic, against the live JAX: the ENTRY fusion count read off
 optimized HLO text, and the NumPy gradient used to draw inputs whose clipping is active."""
 
+import warnings
+from functools import partial
+
 import jax
+import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from grader.exercises.ex07_training.reference import (
     CLIP_NORM,
@@ -14,6 +19,9 @@ from grader.exercises.ex07_training.reference import (
     grads,
 )
 from grader.exercises.ex07_training import probes as probe
+from grader.exercises.ex07_training.judges import _batch_multiple, judge_donation, judge_per_example
+from grader.exercises.ex07_training.reference import per_example
+from grader.feedback import CheckFailed
 from grader.sandbox.context import to_jax
 
 SYNTHETIC = """HloModule jit_f, is_scheduled=true, entry_computation_layout={(f32[4]{0})->(f32[4]{0}, s32[])}
@@ -87,12 +95,7 @@ def test_metric_work_follows_the_batch_for_vmap_and_not_for_a_padded_loop():
     """The metric check's judge on work measured live: the statement's vmapped metric passes
     against itself; a Python loop over a batch padded to 40 keeps one jaxpr size and XLA's
     flops (XLA drops its unused copies) but holds 40 copies; a JAX loop is refused by name."""
-    import jax.numpy as jnp
-    import pytest
-
     from grader.exercises.ex07_training.judges import judge_metric_work
-    from grader.feedback import CheckFailed
-
     vmapped = jax.vmap(probe._one_example, in_axes=(None, 0, 0))
 
     def padded(params, x, y):
@@ -115,3 +118,44 @@ def test_metric_work_follows_the_batch_for_vmap_and_not_for_a_padded_loop():
         judge_metric_work(got["padded"], want, hidden=True)
     with pytest.raises(CheckFailed, match="JAX loop"):
         judge_metric_work(got["mapped"], want, hidden=True)
+
+
+def test_a_donated_batch_fails_even_when_it_stays_alive():
+    """A batch in donate_argnums that no output can reuse is only warned about and stays
+    alive: the donation judge reads ``args_donated`` (lowered.args_info) and refuses it."""
+    good = {"jitted": True, "alias_bytes": 100, "donatable_bytes": 100, "header": "HloModule m, input_output_alias={}",
+            "reused_bytes": 100, "params_deleted": [True], "state_deleted": [True], "batch_deleted": [False, False],
+            "args_donated": [True, True, False, False]}
+    judge_donation(good)
+    with pytest.raises(CheckFailed, match="donates x and y as well"):
+        judge_donation(dict(good, args_donated=[True, True, True, True]))
+
+
+def test_the_donation_probe_reads_what_lower_donated():
+    """lowered.args_info says which arguments were donated, batch included."""
+    @partial(jax.jit, donate_argnums=(0, 1, 2, 3))
+    def step(p, s, x, y):
+        return p + 1.0, s * 2.0, jnp.sum(x) + jnp.sum(y)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Some donated buffers were not usable": x and y have no output to reuse them
+        lowered = step.lower(jnp.ones(3), jnp.ones(3), jnp.ones((2, 3)), jnp.ones(2, jnp.int32))
+    assert [any(a.donated for a in jax.tree.leaves(arg)) for arg in probe._args_info(lowered)[0][2:4]] == [True, True]
+
+
+def test_correct_must_be_bool():
+    rng = np.random.default_rng(0)
+    params = draw_params(rng, [4, 6, 3])
+    x = rng.normal(size=(5, 4)).astype(np.float32)
+    y = rng.integers(0, 3, size=5).astype(np.int32)
+    losses, correct, _ = per_example(params, x, y)
+    judge_per_example((losses.astype(np.float32), correct.astype(bool)), params, x, y)
+    with pytest.raises(CheckFailed, match="bool"):
+        judge_per_example((losses.astype(np.float32), correct.astype(np.int32)), params, x, y)
+
+
+def test_a_loss_summed_over_the_batch_is_named():
+    mean = np.float32(0.731)
+    assert _batch_multiple(np.asarray(mean * 16, np.float32), mean) == 16
+    assert _batch_multiple(np.asarray(mean * 1.5, np.float32), mean) == 0
+    assert _batch_multiple(np.asarray(mean, np.float32), mean) == 0

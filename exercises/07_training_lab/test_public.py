@@ -11,6 +11,7 @@ import numpy as np
 
 from grader.exercises.ex07_training.judges import (
     judge_compiles,
+    judge_step_program,
     judge_donation,
     judge_metric_work,
     judge_per_example,
@@ -56,6 +57,7 @@ def test_training_run_small(submission, reference):
     out, compiles = training_run(submission, reference, HYPER, draw_params(rng, SIZES, bias_scale=0.0), x, y, 20)
     judge_training(out["losses"], 20, 0.5)
     judge_compiles(compiles, 20)
+    judge_step_program(out["step_primitives"])
 
 
 # The next checks use the training run's shapes: train_step is compiled once for all of them.
@@ -92,7 +94,10 @@ def test_metric_work_small(submission, truth):
 
 
 def test_report_small(submission):
+    """report on the public checks' shape (train_step is compiled for it already), then on a
+    batch of another size: a report kept from an earlier call differs there."""
     rng = fixed(8)
-    x, y = draw_blobs(rng, BATCH, 4, 3)
-    judge_report(submission.probe("ex07_training:report_and_truth", HYPER, draw_params(rng, SIZES), x, y),
-                 reveal=True)
+    for batch in (BATCH, BATCH // 2):
+        x, y = draw_blobs(rng, batch, 4, 3)
+        judge_report(submission.probe("ex07_training:report_and_truth", HYPER, draw_params(rng, SIZES), x, y),
+                     reveal=True)

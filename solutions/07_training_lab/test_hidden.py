@@ -16,6 +16,7 @@ import pytest
 
 from grader.exercises.ex07_training.judges import (
     judge_compiles,
+    judge_step_program,
     judge_donation,
     judge_per_example,
     judge_report,
@@ -160,8 +161,9 @@ def test_training_reduces_loss(submission, reference, seed):
 
 
 def test_one_compile_per_training_run(submission, reference, seed):
-    _, compiles = shared_training_run(submission, reference, seed)
+    out, compiles = shared_training_run(submission, reference, seed)
     judge_compiles(compiles, RUN_STEPS)
+    judge_step_program(out["step_primitives"])  # one compile of a step whose work is elsewhere is not one
 
 
 def step_sizes(seed):

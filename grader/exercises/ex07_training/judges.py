@@ -62,6 +62,15 @@ def judge_update(got: dict, ref: dict, regime: str) -> None:
                           advice="let optax's adamw keep the count; do not build a new state inside update")
 
 
+def _batch_multiple(loss, mean) -> int:
+    """``k`` when ``loss`` is ``k`` (2 or more) times the mean loss -- a sum over a batch of
+    ``k`` examples -- else 0."""
+    if not isinstance(loss, np.ndarray) or loss.shape != () or not np.isfinite(loss) or float(mean) <= 0:
+        return 0
+    ratio = float(loss) / float(mean)
+    return int(round(ratio)) if round(ratio) >= 2 and abs(ratio - round(ratio)) < 1e-4 * ratio else 0
+
+
 def judge_step(got: dict, ref: dict, *, hidden: bool) -> None:
     """One train_step (params, moments, count, loss) against the grader's optax step."""
     note = _changed_note(got.get("constants"))
@@ -75,14 +84,21 @@ def judge_step(got: dict, ref: dict, *, hidden: bool) -> None:
             advice="return optax.apply_updates(params, updates), new_opt_state, loss")
     loss = got["loss"]
     if not isinstance(loss, np.ndarray) or loss.shape != () or not np.isclose(loss, ref["loss"], rtol=1e-5, atol=1e-6):
+        advice = "return the value from jax.value_and_grad(loss_fn)(params, x, y), computed before the update"
+        summed = _batch_multiple(loss, ref["loss"])
+        if summed:  # the loss itself is wrong, not how the step returns it
+            advice = (f"the loss is {summed} times the mean: loss_fn sums the cross-entropy over the batch; take "
+                      f"the mean over the examples (.mean(), not .sum())")
         raise CheckFailed(
             "the loss train_step returns differs from the mean cross-entropy of the batch, before the update",
             measured=f"loss {describe(loss)} {loss if isinstance(loss, np.ndarray) and loss.size == 1 else ''}",
             expected=f"{float(ref['loss']):.6g} (the loss at the parameters passed in)",
-            hint="return the loss that jax.value_and_grad(loss_fn) gives for the params you were passed" + note,
-            diagnosis="the returned loss is not the mean cross-entropy of the batch at the parameters passed in"
+            hint=(advice if summed else "return the loss that jax.value_and_grad(loss_fn) gives for the params you "
+                                        "were passed") + note,
+            diagnosis=("the returned loss is a sum over the batch, not the mean cross-entropy" if summed else
+                       "the returned loss is not the mean cross-entropy of the batch at the parameters passed in")
                       + note,
-            advice="return the value from jax.value_and_grad(loss_fn)(params, x, y), computed before the update")
+            advice=advice)
     for field, what in (("mu", "the first moment mu"), ("nu", "the second moment nu"), ("params", "the new parameters")):
         ok, detail = tree_close(got[field], ref[field], **STATE_TOL)
         if not ok:
@@ -132,8 +148,28 @@ def training_run(submission, reference, hyper, params, x, y, n_steps: int):
     """(losses and record, Compiles) of ``n_steps`` train_steps from the learner's own
     initial state: the state is prepared by one request, the steps run alone in the next,
     measured against the reference solution's run of the same two requests."""
-    probe_pair(submission, reference, "ex07_training:prepare_run", "run", hyper, params, x, y)
-    return probe_compiles(submission, reference, "ex07_training:train_run", "run", n_steps)
+    prepared = probe_pair(submission, reference, "ex07_training:prepare_run", "run", hyper, params, x, y)
+    out, compiles = probe_compiles(submission, reference, "ex07_training:train_run", "run", n_steps)
+    return dict(out, step_primitives=prepared.get("step_primitives", {})), compiles
+
+
+def judge_step_program(primitives: dict) -> None:
+    """The step's work is in the program jax.jit traces: its matmuls (forward and backward)
+    and no host callback.  A step computed in NumPy behind one trivial jitted call compiles
+    once too, so the compile count alone cannot see it."""
+    opaque = sorted(set(primitives) & OPAQUE_PRIMITIVES)
+    if opaque or not primitives.get("dot_general"):
+        raise CheckFailed(
+            "train_step's traced program does not hold the step's work",
+            measured=(f"host callbacks in it: {', '.join(opaque)}" if opaque else
+                      f"no dot_general among its {sum(primitives.values())} equations"),
+            expected="the forward pass, its gradient and the optax update, all traced by jax.jit (dot_general "
+                     "for every layer's matmul, and no callback)",
+            hint="write the step in jax.numpy and let jax.value_and_grad and optax run inside the jitted function",
+            diagnosis=("train_step hands its work to the host through a callback" if opaque else
+                       "train_step's traced program holds no matrix multiply: the model's work is not in it"),
+            advice="compute the loss and its gradient with jax.value_and_grad(loss_fn) inside the jitted "
+                   "train_step, and the update with optax, so XLA compiles the whole step")
 
 
 def judge_compiles(compiles, n_steps: int) -> None:
@@ -174,13 +210,19 @@ def judge_per_example(out, params, x, y, *, what="per_example(params, x, y)", re
             hint="the loss of one example is -log_softmax(logits)[y], not averaged over the batch",
             diagnosis="the per-example losses are not each example's own cross-entropy",
             advice="for one example: -jax.nn.log_softmax(forward(params, x))[y]; vmap that, with no mean")
+    if correct.dtype != np.bool_:
+        raise CheckFailed(
+            f"{what}: `correct` should be a bool array, not {correct.dtype}",
+            measured=f"correct.dtype is {correct.dtype}", expected="bool[B] (the statement's `correct bool[B]`)",
+            hint="jnp.argmax(logits) == y is already a bool: return it without .astype(...)",
+            diagnosis=f"`correct` has dtype {correct.dtype}; the statement asks for bool[B]",
+            advice="for one example return jnp.argmax(logits) == y (a bool), and vmap it")
     sure = margin > 1e-3
-    if correct.dtype.kind not in "biu" or not np.array_equal(correct.astype(bool)[sure], ref_correct[sure]):
+    if not np.array_equal(correct[sure], ref_correct[sure]):
         raise CheckFailed(
             f"{what}: `correct` differs from argmax(logits) == label",
-            measured=f"dtype {correct.dtype}; {int(np.sum(correct.astype(bool)[sure] != ref_correct[sure]))} "
-                     f"example(s) disagree",
-            expected="a bool (or 0/1) array: whether the largest logit is the label's",
+            measured=f"{int(np.sum(correct[sure] != ref_correct[sure]))} example(s) disagree",
+            expected="a bool array: whether the largest logit is the label's",
             hint="jnp.argmax(logits) == y for one example",
             diagnosis="`correct` is not argmax(logits) == label for every example",
             advice="for one example return jnp.argmax(logits) == y (a bool), and vmap it")
@@ -310,9 +352,10 @@ def judge_report(out: dict, *, reveal: bool) -> None:
             advice = ("report on train_step.lower(params, opt_state, x, y).compile() for the arguments you are "
                       "given: not another function, and not a result kept from an earlier call")
         else:
-            advice = ("read compiled.cost_analysis() -- a dict on this JAX, so ['flops'] and ['bytes accessed'], "
-                      "not [0] -- of train_step.lower(params, opt_state, x, y).compile(), the compiled (not the "
-                      "lowered) program")
+            advice = ("compute the numbers in report, on every call, from compiled.cost_analysis()['flops'] and "
+                      "['bytes accessed'] of compiled = train_step.lower(params, opt_state, x, y).compile() for "
+                      "the arguments report is given: numbers typed in or kept from another model do not follow "
+                      "the step, and lower(...).cost_analysis() is the estimate before optimization")
         raise CheckFailed(
             "report's values differ from what the grader reads off your compiled train_step",
             measured="; ".join(f"{k}: got {g!r}" for k, g, _ in wrong),

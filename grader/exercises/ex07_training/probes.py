@@ -86,6 +86,7 @@ _compile = _stages.Lowered.compile
 _as_text = _stages.Compiled.as_text
 _cost_analysis = _stages.Compiled.cost_analysis
 _memory_analysis = _stages.Compiled.memory_analysis
+_args_info = _stages.Lowered.__dict__["args_info"].__get__  # what lower() says each argument is (donated?)
 _AdamState = optax.ScaleByAdamState
 _chain = optax.chain
 _clip = optax.clip_by_global_norm
@@ -209,10 +210,12 @@ def step_once(ctx, hyper, params, adam, x, y) -> dict:
 
 
 def prepare_run(ctx, slot: str, hyper, params, x, y) -> dict:
+    """The run's inputs, kept for ``train_run``, and the primitives of ``train_step``'s traced
+    program on them (every level: the trusted side asks that the step's work is in it)."""
     params, x, y = _block((to_jax(params), _device_put(x), _device_put(y)))
     _, state = _learner_state(ctx, hyper, params)
     ctx.slots[str(slot)] = _block((params, state, x, y))
-    return {}
+    return {"step_primitives": _ir.primitive_counts(_make_jaxpr(ctx.function("train_step"))(params, state, x, y))}
 
 
 def train_run(ctx, slot: str, n_steps: int) -> dict:
@@ -265,7 +268,10 @@ def donation(ctx, hyper, params, x, y) -> dict:
         compiled = _compile(lowered)
         text = _as_text(compiled)
         result.update(jitted=True, alias_bytes=int(_memory_analysis(compiled).alias_size_in_bytes),
-                      header=text[: text.find("\n")][:20000])
+                      header=text[: text.find("\n")][:20000],
+                      # a donated batch that no output can reuse only warns and stays alive, so
+                      # is_deleted() cannot show it: lower() records what was asked to be donated
+                      args_donated=[any(bool(a.donated) for a in _leaves(arg)) for arg in _args_info(lowered)[0]])
     before = _steps.pointers((params, state))
     out = _block(fn(params, state, x, y))
     result.update(params_deleted=_deleted(params), state_deleted=_deleted(state),
