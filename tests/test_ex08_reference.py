@@ -121,3 +121,44 @@ def test_dropout_masks_are_read_off_real_eqx_dropout_losses_and_noise_is_refused
     low = ref.dropout_masks(plain, "tanh", 0.8, x, y, [loss_with("dropout", k, p=0.8) for k in keys])
     with pytest.raises(ref.CheckFailed, match="dropped"):
         ref.judge_dropout_masks(low, 0.2)  # the right masks, at another rate than asked
+
+
+@pytest.mark.parametrize("between", ["layers", "examples"])
+def test_masks_of_two_keys_are_told_from_masks_of_one(between):
+    """Two hidden layers of one width on one example, or one hidden layer on two copies of one
+    example: real eqx.nn.Dropout losses with a key each pass ``judge_masks_differ``; the same
+    key for both (every hidden layer's dropout, or every example's) is refused."""
+    rate = 0.5
+    sizes = [3, 4, 4, 2] if between == "layers" else [3, 5, 2]
+    layers, _ = mlp(sizes, "tanh", 5)
+    x = np.random.default_rng(2).normal(size=3).astype(np.float32)
+    y = np.random.default_rng(3).normal(size=2).astype(np.float32)
+    dropout = eqx.nn.Dropout(rate)
+
+    def one(k1, k2):
+        h = dropout(jnp.tanh(layers[0](x)), key=k1)
+        if between == "layers":
+            return float(jnp.mean((layers[2](dropout(jnp.tanh(layers[1](h)), key=k2)) - y) ** 2))
+        h2 = dropout(jnp.tanh(layers[0](x)), key=k2)
+        return (float(jnp.mean((layers[1](h) - y) ** 2)) + float(jnp.mean((layers[1](h2) - y) ** 2))) / 2
+
+    keys = [jax.random.split(jax.random.key(k)) for k in range(32)]
+    candidates = ref.pair_losses(as_plain(layers), "tanh", rate, x, y, between)
+    own = ref.mask_pairs(candidates, [one(k[0], k[1]) for k in keys])
+    assert all(p is not None for p in own)
+    ref.judge_masks_differ(own, rate, sizes[1], between)
+    shared = ref.mask_pairs(candidates, [one(k[0], k[0]) for k in keys])
+    with pytest.raises(ref.CheckFailed, match="does not get a key of its own"):
+        ref.judge_masks_differ(shared, rate, sizes[1], between)
+
+
+def test_layers_built_from_one_key_are_found():
+    """eqx.nn.Linear layers of different shapes built from one key start with the same random
+    draws (JAX's bits follow the key and the flat index); split keys do not."""
+    own, _ = mlp([3, 5, 5, 2], "tanh", 7)
+    assert ref.shared_key_layers(as_plain(own)) == []
+    key = jax.random.key(7)
+    shared = [eqx.nn.Linear(a, b, key=key) for a, b in zip([3, 5, 5], [5, 5, 2])]
+    assert ref.shared_key_layers(as_plain(shared)) == [(0, 1), (0, 2), (1, 2)]
+    with pytest.raises(ref.CheckFailed, match="same key"):
+        ref.judge_layer_keys(as_plain(shared), "a model")

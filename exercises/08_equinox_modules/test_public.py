@@ -31,6 +31,7 @@ def test_forward_small(submission):
                  what="predict(make_model([3, 5, 2], 'tanh', 0.0, 0), xs, key)",
                  hint="hidden layers: h = act(layer(h)) with eqx.nn.Linear (weight @ x + bias); the last layer "
                       "has no activation; vmap the one-example model over the batch")
+    ref.judge_layer_keys(layers, "make_model([3, 5, 2], 'tanh', 0.0, 0)")
 
 
 def test_static_field_small(submission):
@@ -56,9 +57,18 @@ def test_static_field_small(submission):
                           hint="store the activation's name in a static field")
 
 
+def test_grads_small(submission):
+    """compute_grads on the [3, 5, 2] tanh model: the model's structure, and the gradient."""
+    xs, ys = batch(5, 4, 3, 2)
+    view = submission.probe(PROBE + "grads_view", SIZES, "tanh", 0, xs, ys)
+    ref.judge_grads(view, SIZES, "tanh", xs, ys)
+
+
 def measured_steps(submission, reference, activation, seed, batches, key_seed):
     """train_step alone over ``batches`` from a fresh model built by a request of its own."""
-    probe_pair(submission, reference, PROBE + "prepare_training", "run", SIZES, activation, seed, batches, key_seed)
+    prepared = probe_pair(submission, reference, PROBE + "prepare_training", "run", SIZES, activation, seed, batches,
+                          key_seed)
+    ref.judge_step_program(prepared["step_primitives"])  # the step's work is in the program that compiles
     return probe_compiles(submission, reference, PROBE + "train_steps", "run")[1]
 
 
@@ -78,7 +88,8 @@ def test_compiles_small(submission, reference):
 
 def test_adam_step_small(submission):
     xs, ys = batch(1, 4, 3, 2)
-    out = submission.probe(PROBE + "train_run", SIZES, "relu", 3, [{"xs": xs, "ys": ys}], 0)
+    xs2, ys2 = batch(2, 4, 3, 2)
+    out = submission.probe(PROBE + "train_run", SIZES, "relu", 3, [{"xs": xs, "ys": ys}, {"xs": xs2, "ys": ys2}], 0)
     before = ref.read_weights(out["initial"], SIZES)
     after = ref.read_weights(out["after"][0], SIZES, what="weights of the model train_step returned")
     loss = ref.as_float(out["losses"][0], "the loss train_step returned")
@@ -87,13 +98,22 @@ def test_adam_step_small(submission):
         raise CheckFailed("the loss train_step returned is not the mean squared error of the model before the step",
                           measured=f"{loss:.6g}", expected=f"{want:.6g}",
                           hint="loss = jnp.mean((predictions - ys) ** 2), every element of the batch counted once")
-    problem, _ = ref.step_mismatch(before, after, ref.grads(before, "relu", xs, ys), None)
+    problem, states = ref.step_mismatch(before, after, ref.grads(before, "relu", xs, ys), None)
     if problem:
         raise CheckFailed("the first train_step is not one Adam step (lr 1e-2) on the mean squared error",
                           measured=problem, expected="new = old - lr * m_hat / (sqrt(v_hat) + eps), per entry",
                           hint="updates, opt_state = OPTIMIZER.update(grads, opt_state, eqx.filter(model, "
                                "eqx.is_array)); model = eqx.apply_updates(model, updates) -- the minus sign is "
                                "already in the updates")
+    # a second step, from the state the first returned: Adam's moments and step count carry over
+    later = ref.read_weights(out["after"][1], SIZES, what="weights of the model the second train_step returned")
+    problem, _ = ref.step_mismatch(after, later, ref.grads(after, "relu", xs2, ys2), states)
+    if problem:
+        raise CheckFailed("the second train_step is not Adam's second step (lr 1e-2) on the mean squared error",
+                          measured=problem, expected="m and v carried over from the first step, bias correction at "
+                                                     "step 2",
+                          hint="return the new optimizer state that OPTIMIZER.update gives, and pass it to the "
+                               "next call")
 
 
 def test_inference_small(submission):
@@ -120,3 +140,23 @@ def test_dropout_small(submission):
     layers = ref.read_weights(out["weights"], SIZES)
     losses = [ref.as_float(v, "loss_fn(model, xs, ys, key)") for v in out["losses"]]
     ref.judge_dropout_masks(ref.dropout_masks(layers, "tanh", 0.5, x[0], y[0], losses), 0.5)
+    # train_step trains with dropout on: the loss it returns under each key is a mask's loss too
+    out = submission.probe(PROBE + "step_losses", SIZES, "tanh", 0.5, 0, x, y, list(range(200, 232)))
+    losses = [ref.as_float(v, "the loss train_step returned") for v in out["losses"]]
+    ref.judge_dropout_masks(ref.dropout_masks(layers, "tanh", 0.5, x[0], y[0], losses), 0.5, source="train_step")
+
+
+def test_dropout_keys_small(submission):
+    """Each hidden layer's dropout, and each example's, gets a key of its own: on a
+    [3, 5, 5, 2] model and one example, the two layers' masks; on the [3, 5, 2] model and two
+    copies of one example, the two examples' masks -- each the same one only as often as
+    chance says, over 32 keys."""
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(size=(1, 3)).astype(np.float32), rng.normal(size=(1, 2)).astype(np.float32)
+    for sizes, between, copies in (([3, 5, 5, 2], "layers", 1), (SIZES, "examples", 2)):
+        xs, ys = np.repeat(x, copies, axis=0), np.repeat(y, copies, axis=0)
+        out = submission.probe(PROBE + "dropout_losses", sizes, "tanh", 0.5, 0, xs, ys, list(range(300, 332)))
+        layers = ref.read_weights(out["weights"], sizes)
+        losses = [ref.as_float(v, "loss_fn(model, xs, ys, key)") for v in out["losses"]]
+        candidates = ref.pair_losses(layers, "tanh", 0.5, x[0], y[0], between)
+        ref.judge_masks_differ(ref.mask_pairs(candidates, losses), 0.5, sizes[1], between)

@@ -7,7 +7,7 @@ learner's own `weights(model)` returned (`grader/exercises/ex08_equinox/judges.p
 whatever the learner's initialisation drew.
 
 Architectures: two per grading (one per activation, one and two hidden layers between
-them, one hidden width from 3..8, 2..6 inputs, 1..3 outputs) and one batch size, drawn once with the
+them, one hidden width from 3..8, 2..6 inputs, 2..3 outputs) and one batch size, drawn once with the
 generator of `test_forward_matches_weights` (its COVERAGE entry replays that very draw)
 and shared by every check: building a model of a new shape compiles JAX's random-number
 helpers eagerly, layer by layer, which costs far more than the checks themselves.  Data,
@@ -37,18 +37,20 @@ def draw_architectures(rng):
     """[(activation, sizes)] -- one model per activation, one and two hidden layers between
     them (either way round), every hidden layer of one drawn width, so the two models share
     all but one layer shape -- and the batch size every check but the compile check uses."""
-    d_in, width, d_out = int(rng.integers(2, 7)), int(rng.integers(3, 9)), int(rng.integers(1, 4))
+    # outputs at least 2 wide: at width 1 a loss summed over the outputs equals the mean
+    d_in, width, d_out = int(rng.integers(2, 7)), int(rng.integers(3, 9)), int(rng.integers(2, 4))
     depths = [int(d) for d in rng.permutation([1, 2])]
     models = [(activation, [d_in] + [width] * depth + [d_out]) for activation, depth in zip(ref.ACTIVATIONS, depths)]
     return models, int(rng.integers(3, 7))
 
 
 def model_labels(models):
-    return {a for a, _ in models} | {{1: "one_hidden", 2: "two_hidden"}[len(s) - 2] for _, s in models}
+    return ({a for a, _ in models} | {{1: "one_hidden", 2: "two_hidden"}[len(s) - 2] for _, s in models}
+            | ({"outputs_2_or_more"} if all(s[-1] >= 2 for _, s in models) else set()))
 
 
 COVERAGE = {
-    "forward_matches_weights": Coverage(required={"tanh", "relu", "one_hidden", "two_hidden"},
+    "forward_matches_weights": Coverage(required={"tanh", "relu", "one_hidden", "two_hidden", "outputs_2_or_more"},
                                         labels=lambda rng: model_labels(draw_architectures(rng)[0]),
                                         test=ARCH_TEST),
 }
@@ -93,6 +95,7 @@ def test_forward_matches_weights(submission, archs, rng):
                               diagnosis="a layer's weight matrix holds one value repeated: it was not drawn "
                                         "from the model's key",
                               advice="build each layer with eqx.nn.Linear(in, out, key=k), one split key each")
+        ref.judge_layer_keys(layers, f"make_model({sizes}, {activation!r}, ...)")
     activation, sizes = models[0]  # the same model shape and batch again: nothing new to compile
     xs, _ = draw_data(rng, sizes, batch)
     seeds = [int(s) for s in rng.choice(2**31 - 1, size=2, replace=False)]
@@ -188,45 +191,16 @@ def test_grads_mirror_the_model(submission, archs, rng):
     activation, sizes = models[int(rng.integers(2))]
     xs, ys = draw_data(rng, sizes, batch)
     view = submission.probe(PROBE + "grads_view", sizes, activation, int(rng.integers(2**31 - 1)), xs, ys)
-    advice = ("return eqx.filter_grad(loss_fn)(model, xs, ys): the gradient of a Module is a Module of the same "
-              "kind, with gradients where the model has arrays and None elsewhere")
-    if view["grads_treedef"] != view["model_treedef"]:
-        raise CheckFailed(
-            "the gradient pytree does not have the model's structure",
-            measured=f"gradient: {view['grads_type']} {view['grads_treedef'][:600]}",
-            expected=f"the model's arrays-only structure: {view['model_treedef'][:600]}",
-            diagnosis="compute_grads returned a pytree whose structure is not the model's (with None wherever "
-                      "the model holds something other than an array)",
-            advice=advice)
-    kinds = sorted({leaf["kind"] for leaf in view["grads_leaves"]} - {"array"})
-    if kinds or "grad_weights_error" in view:
-        raise CheckFailed("the gradient pytree holds something other than arrays, or `weights` cannot read it",
-                          measured=str(kinds or view.get("grad_weights_error")),
-                          expected="arrays only, readable by your weights()",
-                          diagnosis="the gradient pytree has the model's structure, but its leaves are not all "
-                                    "arrays or your `weights` function cannot read it",
-                          advice=advice)
-    layers = ref.read_weights(view["model_weights"], sizes)
-    got = ref.read_weights(view["grad_weights"], sizes, what="weights(compute_grads(model, xs, ys))")
-    for (gw, gb), (rw, rb) in zip(got, ref.grads(layers, activation, xs, ys)):
-        for g, r in ((gw, rw), (gb, rb)):
-            if not np.allclose(g, r, rtol=2e-4, atol=1e-6):
-                raise CheckFailed(
-                    "the gradient's values are not d loss / d parameters",
-                    measured=f"largest difference {float(np.max(np.abs(g - r))):.3g}",
-                    expected=f"backprop of the mean squared error ({activation}, sizes {sizes})",
-                    diagnosis="compute_grads has the model's structure, but its values are not the gradient of "
-                              "the mean squared error with respect to each weight and bias",
-                    advice="differentiate loss_fn itself (the mean over every element of the squared error), "
-                           "with respect to the model")
+    ref.judge_grads(view, sizes, activation, xs, ys)
 
 
 def measured_training(submission, reference, rng, activation, sizes, steps, batch):
     """``steps`` train_steps of a fresh model, measured alone (``ex08_equinox:train_steps``),
     the model built by a request of its own; the reference solution runs the same two."""
     batches = [dict(zip(("xs", "ys"), draw_data(rng, sizes, batch))) for _ in range(steps)]
-    probe_pair(submission, reference, PROBE + "prepare_training", "run", sizes, activation,
-               int(rng.integers(2**31 - 1)), batches, int(rng.integers(2**30)))
+    prepared = probe_pair(submission, reference, PROBE + "prepare_training", "run", sizes, activation,
+                          int(rng.integers(2**31 - 1)), batches, int(rng.integers(2**30)))
+    ref.judge_step_program(prepared["step_primitives"])  # one compile of a step whose work is elsewhere is not one
     return probe_compiles(submission, reference, PROBE + "train_steps", "run")[1]
 
 
@@ -324,7 +298,44 @@ def test_training_mode_drops(submission, archs, rng):
     x = rng.normal(size=(1, sizes[0])).astype(np.float32)
     y = rng.normal(size=(1, sizes[-1])).astype(np.float32)
     keys = [int(k) for k in rng.choice(2**31 - 1, size=DROPOUT_KEYS, replace=False)]
-    out = submission.probe(PROBE + "dropout_losses", sizes, "tanh", rate, int(rng.integers(2**31 - 1)), x, y, keys)
+    seed = int(rng.integers(2**31 - 1))
+    out = submission.probe(PROBE + "dropout_losses", sizes, "tanh", rate, seed, x, y, keys)
     layers = ref.read_weights(out["weights"], sizes)
     losses = [ref.as_float(v, "loss_fn(model, xs, ys, key)") for v in out["losses"]]
     ref.judge_dropout_masks(ref.dropout_masks(layers, "tanh", rate, x[0], y[0], losses), rate)
+    # ... and the step trains in training mode: the loss it returns (the loss before its
+    # update) under each key is that of a dropout mask too
+    out = submission.probe(PROBE + "step_losses", sizes, "tanh", rate, seed, x, y, keys[:STEP_KEYS])
+    losses = [ref.as_float(v, "the loss train_step returned") for v in out["losses"]]
+    ref.judge_dropout_masks(ref.dropout_masks(layers, "tanh", rate, x[0], y[0], losses), rate, source="train_step")
+
+
+STEP_KEYS = 32  # train_step calls read per grading (one compile, then one call per key)
+PAIR_KEYS = 32  # losses read per grading for each pair of masks (two layers, two examples)
+
+
+def judge_dropout_keys(submission, sizes, rate, seed, x, y, keys, between):
+    """Training-mode losses of ``sizes`` (two hidden layers of one width, for "layers"; one
+    hidden layer on two copies of ``x``, for "examples") under ``keys``: each is that of a
+    pair of dropout masks, and the two masks are the same only as often as chance says."""
+    out = submission.probe(PROBE + "dropout_losses", sizes, "tanh", rate, seed, x, y, keys)
+    layers = ref.read_weights(out["weights"], sizes)
+    losses = [ref.as_float(v, "loss_fn(model, xs, ys, key)") for v in out["losses"]]
+    candidates = ref.pair_losses(layers, "tanh", rate, x[0], y[0], between)
+    ref.judge_masks_differ(ref.mask_pairs(candidates, losses), rate, sizes[1], between)
+
+
+def test_dropout_keys_independent(submission, archs, rng):
+    """Each hidden layer's dropout and each example's draws a mask of its own: a two-hidden-
+    layer model on one example, and a one-hidden-layer model on a batch of two copies of one
+    example, each under PAIR_KEYS keys (tanh: no unit is exactly 0 by itself)."""
+    models, _ = archs
+    rate = float(rng.uniform(0.3, 0.6))
+    for between in ("layers", "examples"):
+        sizes = next(s for _, s in models if len(s) == (4 if between == "layers" else 3))
+        x = rng.normal(size=(1, sizes[0])).astype(np.float32)
+        y = rng.normal(size=(1, sizes[-1])).astype(np.float32)
+        if between == "examples":
+            x, y = np.repeat(x, 2, axis=0), np.repeat(y, 2, axis=0)
+        keys = [int(k) for k in rng.choice(2**31 - 1, size=PAIR_KEYS, replace=False)]
+        judge_dropout_keys(submission, sizes, rate, int(rng.integers(2**31 - 1)), x, y, keys, between)

@@ -21,6 +21,7 @@ import itertools
 
 import numpy as np
 
+from grader.compiles import OPAQUE_PRIMITIVES
 from grader.feedback import CheckFailed, describe
 
 LEARNING_RATE = 1e-2  # the stub's LEARNING_RATE; its OPTIMIZER is optax.adam with the defaults below
@@ -165,20 +166,29 @@ def dropout_masks(layers, activation: str, rate: float, x, y, losses, rtol: floa
     return out
 
 
-def judge_dropout_masks(masks: list, rate: float) -> None:
+def judge_dropout_masks(masks: list, rate: float, source: str = "loss_fn") -> None:
     """Every loss explained by a mask of kept units scaled by 1 / (1 - rate), and the share
-    of units dropped equal to the rate within binomial bounds (4.5 standard deviations)."""
+    of units dropped equal to the rate within binomial bounds (4.5 standard deviations).
+    ``source``: "loss_fn" (its losses with a key) or "train_step" (the losses it returns)."""
     advice = ("build the model's Dropout with the dropout rate (eqx.nn.Dropout(rate)), call it after each hidden "
               "layer's activation with a key in training mode, and split loss_fn's key into one key per example")
+    if source == "train_step":
+        advice = ("train in training mode: differentiate loss_fn(model, xs, ys, key) with the key train_step "
+                  "receives, so dropout is on during the step (and " + advice[0].lower() + advice[1:] + ")")
     unexplained = sum(1 for m in masks if m is None)
     if unexplained:
         raise CheckFailed(
-            f"{unexplained} of {len(masks)} training-mode losses are not those of any dropout mask",
+            f"{unexplained} of {len(masks)} training-mode losses"
+            + (" that train_step returned" if source == "train_step" else "")
+            + " are not those of any dropout mask",
             measured=f"{unexplained} losses match no choice of dropped units",
             expected="each loss: some hidden units zeroed, the others scaled by 1 / (1 - rate)",
-            diagnosis="in training mode, loss_fn's losses are not those of the model with some hidden units zeroed "
-                      "and the others scaled by 1 / (1 - rate): the randomness is not dropout (noise that never "
-                      "zeroes a unit, or kept units not rescaled)",
+            diagnosis=(f"in training mode, {source}'s losses are not those of the model with some hidden units "
+                       "zeroed and the others scaled by 1 / (1 - rate): "
+                       + ("the step does not train with dropout on (is the key passed on to loss_fn?), or "
+                          if source == "train_step" else "")
+                       + "the randomness is not dropout (noise that never zeroes a unit, or kept units not "
+                         "rescaled)"),
             advice=advice)
     seen = [kept for m in masks for kept in m.values()]
     n = len(seen)
@@ -192,3 +202,162 @@ def judge_dropout_masks(masks: list, rate: float) -> None:
             diagnosis="in training mode the share of hidden units dropout zeroes is not the dropout rate"
                       + (" (it never drops any)" if dropped == 0 else ""),
             advice=advice)
+
+
+# --- dropout keys: one per hidden layer, one per example --------------------------------------
+def _one_hidden_losses(layers, activation, rate, x, y) -> np.ndarray:
+    """The loss of a one-hidden-layer model on one example under each of the 2**H masks."""
+    (w1, b1), (w2, b2) = layers
+    h = act(activation, w1 @ np.asarray(x, np.float64) + b1)
+    masks = np.array(list(itertools.product((0.0, 1.0), repeat=h.size)))
+    return np.mean(((masks * h / (1.0 - rate)) @ w2.T + b2 - np.asarray(y, np.float64)) ** 2, axis=1)
+
+
+def _two_hidden_losses(layers, activation, rate, x, y) -> np.ndarray:
+    """The loss of a two-hidden-layer model on one example under each pair of masks
+    ``[first layer's mask, second layer's mask]`` (both layers of one width)."""
+    (w1, b1), (w2, b2), (w3, b3) = layers
+    h1 = act(activation, w1 @ np.asarray(x, np.float64) + b1)
+    masks = np.array(list(itertools.product((0.0, 1.0), repeat=h1.size)))
+    h2 = act(activation, (masks * h1 / (1.0 - rate)) @ w2.T + b2)                    # [m1, H]
+    kept = masks[None, :, :] * h2[:, None, :] / (1.0 - rate)                         # [m1, m2, H]
+    return np.mean((kept @ w3.T + b3 - np.asarray(y, np.float64)) ** 2, axis=-1)     # [m1, m2]
+
+
+def mask_pairs(candidates: np.ndarray, losses, rtol: float = 2e-5) -> list:
+    """For each loss: None when no pair of masks ``candidates[i, j]`` gives it, else whether
+    every pair that gives it has ``i == j`` (the two masks are the same)."""
+    same = np.eye(candidates.shape[0], dtype=bool)
+    out = []
+    for value in losses:
+        match = np.isclose(candidates, value, rtol=rtol, atol=1e-9)
+        out.append(None if not match.any() else bool(np.all(same[match])))
+    return out
+
+
+def pair_losses(layers, activation: str, rate: float, x, y, between: str) -> np.ndarray:
+    """The candidate losses of two masks: ``between`` "layers" (a two-hidden-layer model on
+    one example) or "examples" (a one-hidden-layer model on two copies of one example)."""
+    if between == "layers":
+        return _two_hidden_losses(layers, activation, rate, x, y)
+    one = _one_hidden_losses(layers, activation, rate, x, y)
+    return (one[:, None] + one[None, :]) / 2.0
+
+
+def judge_masks_differ(pairs: list, rate: float, width: int, between: str) -> None:
+    """Two hidden layers (or two examples) given keys of their own draw their masks
+    independently, so both are the same mask only as often as chance says:
+    ((1 - rate)**2 + rate**2) ** width, within 4.5 standard deviations."""
+    what = {"layers": ("each hidden layer's dropout", "the two hidden layers", "hidden layer",
+                       "split the key into one key per hidden layer and give each layer's dropout its own"),
+            "examples": ("each example's dropout", "the two examples of the batch", "example",
+                         "split loss_fn's key into one key per example (jax.random.split(key, len(xs))) and vmap "
+                         "over the keys with the examples")}[between]
+    unexplained = sum(1 for p in pairs if p is None)
+    if unexplained:
+        raise CheckFailed(
+            f"{unexplained} of {len(pairs)} training-mode losses are not those of any dropout masks of "
+            f"{what[1]}", measured=f"{unexplained} losses match no choice of dropped units",
+            expected="each loss: in every hidden layer of every example, some units zeroed and the others scaled by "
+                     "1 / (1 - rate)",
+            diagnosis=f"in training mode, the losses on {what[1]} are not those of dropout masks (units zeroed, the "
+                      f"rest scaled by 1 / (1 - rate))",
+            advice="call the Dropout after each hidden layer's activation, and never on the output layer")
+    n = len(pairs)
+    same = sum(pairs) / n
+    chance = ((1.0 - rate) ** 2 + rate ** 2) ** width
+    bound = chance + 4.5 * np.sqrt(chance * (1.0 - chance) / n) + 1.0 / n
+    if same > bound:
+        raise CheckFailed(
+            f"{what[0]} does not get a key of its own: {what[1]} dropped the same units under {same:.0%} of "
+            f"the keys", measured=f"the same mask in {round(same * n)} of {n} keys",
+            expected=f"independent masks: the same one in about {chance:.0%} of keys (at most {bound:.0%})",
+            diagnosis=f"in training mode {what[1]} draw their dropout masks from one key: every {what[2]} drops "
+                      f"the same units",
+            advice=what[3])
+
+
+def shared_key_layers(layers) -> list[tuple[int, int]]:
+    """Pairs of layers whose weights were drawn from the same key: JAX's random bits depend
+    on the key and the element's flat index, not the shape, so layers built from one key
+    (by eqx.nn.Linear or any one recipe) start with proportional values."""
+    out = []
+    for i in range(len(layers)):
+        for j in range(i + 1, len(layers)):
+            n = min(layers[i][0].size, layers[j][0].size)
+            a, b = layers[i][0].ravel()[:n], layers[j][0].ravel()[:n]
+            na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+            if n >= 4 and na > 0 and nb > 0 and abs(float(a @ b)) / (na * nb) > 1.0 - 1e-6:
+                out.append((i, j))
+    return out
+
+
+def judge_layer_keys(layers, what: str) -> None:
+    shared = shared_key_layers(layers)
+    if shared:
+        i, j = shared[0]
+        raise CheckFailed(
+            f"layers {i} and {j} were built from the same key",
+            measured=f"{what}: the first weights of layers {i} and {j} are proportional (the same random draws)",
+            expected="each eqx.nn.Linear built from its own split key",
+            hint="keys = jax.random.split(key, len(sizes) - 1): one key per layer",
+            diagnosis="two eqx.nn.Linear layers were built from one key: their weights are the same random draws",
+            advice="split the constructor's key into one key per eqx.nn.Linear")
+
+
+# --- compute_grads ---------------------------------------------------------------------------
+def judge_grads(view: dict, sizes, activation: str, xs, ys) -> None:
+    """``compute_grads``' pytree (``grads_view``): the model's structure, arrays only, and the
+    true gradient of the mean squared error read through the learner's own ``weights``."""
+    advice = ("return eqx.filter_grad(loss_fn)(model, xs, ys): the gradient of a Module is a Module of the same "
+              "kind, with gradients where the model has arrays and None elsewhere")
+    if view["grads_treedef"] != view["model_treedef"]:
+        raise CheckFailed(
+            "the gradient pytree does not have the model's structure",
+            measured=f"gradient: {view['grads_type']} {view['grads_treedef'][:600]}",
+            expected=f"the model's arrays-only structure: {view['model_treedef'][:600]}",
+            diagnosis="compute_grads returned a pytree whose structure is not the model's (with None wherever "
+                      "the model holds something other than an array)",
+            advice=advice)
+    kinds = sorted({leaf["kind"] for leaf in view["grads_leaves"]} - {"array"})
+    if kinds or "grad_weights_error" in view:
+        raise CheckFailed("the gradient pytree holds something other than arrays, or `weights` cannot read it",
+                          measured=str(kinds or view.get("grad_weights_error")),
+                          expected="arrays only, readable by your weights()",
+                          diagnosis="the gradient pytree has the model's structure, but its leaves are not all "
+                                    "arrays or your `weights` function cannot read it",
+                          advice=advice)
+    layers = read_weights(view["model_weights"], sizes)
+    got = read_weights(view["grad_weights"], sizes, what="weights(compute_grads(model, xs, ys))")
+    for (gw, gb), (rw, rb) in zip(got, grads(layers, activation, xs, ys)):
+        for g, r in ((gw, rw), (gb, rb)):
+            if not np.allclose(g, r, rtol=2e-4, atol=1e-6):
+                raise CheckFailed(
+                    "the gradient's values are not d loss / d parameters",
+                    measured=f"largest difference {float(np.max(np.abs(g - r))):.3g}",
+                    expected=f"backprop of the mean squared error ({activation}, sizes {sizes})",
+                    diagnosis="compute_grads has the model's structure, but its values are not the gradient of "
+                              "the mean squared error with respect to each weight and bias",
+                    advice="differentiate loss_fn itself (the mean over every element of the squared error), "
+                           "with respect to the model")
+
+
+# --- the step's work is in the compiled program -------------------------------------------------
+def judge_step_program(primitives: dict) -> None:
+    """``train_step``'s traced program holds its work: the layers' matmuls (forward and
+    backward) and no host callback.  A step computed in NumPy behind one trivial jitted call
+    compiles once too, so the compile count alone cannot see it."""
+    opaque = sorted(set(primitives) & OPAQUE_PRIMITIVES)
+    if opaque or not primitives.get("dot_general"):
+        raise CheckFailed(
+            "train_step's traced program does not hold the step's work",
+            measured=(f"host callbacks in it: {', '.join(opaque)}" if opaque else
+                      f"no dot_general among its {sum(primitives.values())} equations"),
+            expected="the forward pass, its gradient and the Adam update, traced by eqx.filter_jit (dot_general for "
+                     "every layer, no callback)",
+            hint="write the step with eqx.filter_value_and_grad(loss_fn) and OPTIMIZER.update inside the "
+                 "filter_jit-ed train_step",
+            diagnosis=("train_step hands its work to the host through a callback" if opaque else
+                       "train_step's traced program holds no matrix multiply: the model's work is not in it"),
+            advice="compute the loss and gradient with eqx.filter_value_and_grad(loss_fn) inside train_step, and "
+                   "the update with OPTIMIZER.update and eqx.apply_updates, so XLA compiles the whole step")

@@ -17,12 +17,15 @@ learner's file imports Equinox itself).
                    and its optimizer state (building compiles JAX's random helpers) and keeps
                    them in ``ctx.slots``, the second runs ``train_step`` alone
 ``dropout_view``   ``predict`` and training-mode ``loss_fn`` under several keys
+``dropout_losses`` training-mode ``loss_fn`` on one example (or copies of one) under many keys
+``step_losses``    the loss ``train_step`` returns under many keys, from one model with dropout
 """
 
 from __future__ import annotations
 
 import jax
 
+from grader import ir as _ir
 from grader.compiles import CompileRecorder
 from grader.sandbox.context import to_jax
 
@@ -33,6 +36,9 @@ _leaves = jax.tree_util.tree_leaves
 _structure = jax.tree_util.tree_structure
 _tree_map = jax.tree_util.tree_map
 _Array = jax.Array
+_flatten = jax.tree_util.tree_flatten
+_unflatten = jax.tree_util.tree_unflatten
+_make_jaxpr = jax.make_jaxpr
 
 MAX_TREEDEF_CHARS = 4000
 
@@ -116,14 +122,33 @@ def train_run(ctx, sizes, activation, seed, batches: list, key_seed) -> dict:
     return {"initial": initial, "after": after, "losses": losses}
 
 
+def _step_primitives(step, *args) -> dict:
+    """The primitives of ``step``'s traced program on ``args`` (nested jaxprs included): the
+    array leaves are traced, every other leaf (Dropout's float and bool) kept as it is, as
+    ``eqx.filter_jit`` does."""
+    leaves, treedef = _flatten(args)
+    where = [i for i, leaf in enumerate(leaves) if isinstance(leaf, _Array)]
+
+    def traced(*arrays):
+        filled = list(leaves)
+        for i, array in zip(where, arrays):
+            filled[i] = array
+        return step(*_unflatten(treedef, filled))
+
+    return _ir.primitive_counts(_make_jaxpr(traced)(*[leaves[i] for i in where]))
+
+
 def prepare_training(ctx, slot: str, sizes, activation, seed, batches: list, key_seed) -> dict:
     """A fresh model (dropout rate 0), its optimizer state, the batches on device and the
-    keys ``key(key_seed + t)``, kept in ``ctx.slots[slot]`` for ``train_steps``."""
+    keys ``key(key_seed + t)``, kept in ``ctx.slots[slot]`` for ``train_steps``; and the
+    primitives of ``train_step``'s traced program on the first batch (the trusted side asks
+    that the step's work is in it)."""
     model = _model(ctx, sizes, activation, 0.0, seed)
     opt_state = ctx.function("init_opt_state")(model)
     data = [(to_jax(b["xs"]), to_jax(b["ys"]), _key(int(key_seed) + t)) for t, b in enumerate(batches)]
     ctx.slots[str(slot)] = _block((model, opt_state, data))
-    return {}
+    xs, ys, key = data[0]
+    return {"step_primitives": _step_primitives(ctx.function("train_step"), model, opt_state, xs, ys, key)}
 
 
 def train_steps(ctx, slot: str) -> dict:
@@ -149,12 +174,23 @@ def dropout_view(ctx, sizes, activation, rate, seed, xs, ys, key_seeds: list) ->
 
 
 def dropout_losses(ctx, sizes, activation, rate, seed, x, y, key_seeds: list) -> dict:
-    """``loss_fn(model, x, y, key)`` in training mode on ONE example under each key, and the
-    model's weights: with one hidden layer, each loss says which hidden units that key's
-    mask kept (the trusted side finds the mask)."""
+    """``loss_fn(model, x, y, key)`` in training mode on ONE example (or a batch of copies of
+    one) under each key, and the model's weights: each loss says which hidden units that
+    key's masks kept (the trusted side finds the masks)."""
     model = _model(ctx, sizes, activation, rate, seed)
     loss_fn = ctx.function("loss_fn")
     xs, ys = to_jax(x), to_jax(y)
     keys = [_key(int(k)) for k in key_seeds]
     return {"weights": _block(ctx.function("weights")(model)),
             "losses": [_block(loss_fn(model, xs, ys, k)) for k in keys]}
+
+
+def step_losses(ctx, sizes, activation, rate, seed, x, y, key_seeds: list) -> dict:
+    """The loss ``train_step`` returns (the loss before its update, in training mode) from one
+    model with dropout and its fresh optimizer state, on ONE example, under each key."""
+    model = _model(ctx, sizes, activation, rate, seed)
+    opt_state = _block(ctx.function("init_opt_state")(model))
+    step = ctx.function("train_step")
+    xs, ys = to_jax(x), to_jax(y)
+    return {"weights": _block(ctx.function("weights")(model)),
+            "losses": [_step(step, model, opt_state, xs, ys, _key(int(k)))[2] for k in key_seeds]}
