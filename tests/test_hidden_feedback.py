@@ -138,11 +138,9 @@ def drawn_tokens(number, seed):
     elif number == 4:
         for arr in m.draw_problem(check_rng(seed, m.PRIMARY_TEST)):
             out |= shape_tokens(arr.shape)
-        mesh_shape, arrays = m.draw_second(check_rng(seed, m.SECOND_TEST))
-        for arr in arrays:
-            out |= shape_tokens(arr.shape)
-        if tuple(mesh_shape) != m.PRIMARY_MESH:
-            out |= shape_tokens(mesh_shape)
+        for _mesh_shape, arrays in m.draw_others(check_rng(seed, m.OTHER_TEST)):  # the meshes are fixed, the arrays drawn
+            for arr in arrays:
+                out |= shape_tokens(arr.shape)
     elif number == 5:
         for _, theta, x, max_steps in m.draw_match_cases(check_rng(seed, "test_matches_while_version"),
                                                          m.size_of(seed)):
