@@ -485,11 +485,17 @@ def install(roots: Roots, violations: list, refusals: list | None = None, *, tru
                 check_path(args[i], write, frame, listing=event in ("os.listdir", "os.scandir", "glob.glob"))
 
     # --- code ----------------------------------------------------------------------------
-    def same_as_file(source, filename: str) -> bool:
+    def file_bytes(filename: str):
+        """The file's bytes, or None when it cannot be read."""
         try:
             with io_open(filename, "rb") as fh:
-                data = fh.read()
+                return fh.read()
         except OSError_:
+            return None
+
+    def same_as_file(source, filename: str) -> bool:
+        data = file_bytes(filename)
+        if data is None:
             return False
         if type_(source) is str_ or issubclass_(type_(source), str_):
             return bytes_decode(data, "utf-8", "replace") == str_copy(source)
@@ -510,12 +516,8 @@ def install(roots: Roots, violations: list, refusals: list | None = None, *, tru
             return False
         if not text or "\n" in text[:-1] or len_(text) > 4096:
             return False
-        try:
-            with io_open(filename, "rb") as fh:
-                data = fh.read()
-        except OSError_:
-            return False
-        return str_strip(text) in bytes_decode(data, "utf-8", "replace")
+        data = file_bytes(filename)
+        return data is not None and str_strip(text) in bytes_decode(data, "utf-8", "replace")
 
     module_type, sys_modules = types.ModuleType, sys.modules
 
