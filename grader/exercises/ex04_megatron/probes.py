@@ -42,6 +42,7 @@ from jax.sharding import NamedSharding as _NamedSharding
 from jax.sharding import PartitionSpec as _PartitionSpec
 
 from grader.layouts import sharding_record as _sharding_record
+from grader.probes.errors import type_name as _type_name
 
 _jit = jax.jit
 _devices = jax.devices
@@ -56,11 +57,6 @@ _asarray = np.asarray
 _relu = jax.nn.relu
 
 AXES = ("data", "model")
-
-
-def _type_name(value) -> str:
-    t = type(value)
-    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
 def _mlp(x, w1, w2):

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 from grader import ir
 from grader.jaxcompat import SCAN_PRIMITIVE
 from grader.sandbox.context import to_jax
+from grader.probes.errors import first_line as _first_line
 
 # Bound at import time (probe modules load before the learner's module does).
 _grad = jax.grad
@@ -35,11 +36,6 @@ _make_jaxpr = jax.make_jaxpr
 _vdot = jnp.vdot
 _asarray = jnp.asarray
 _block = jax.block_until_ready
-
-
-def _first_line(exc: BaseException, limit: int = 400) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:limit] if text else ''}".rstrip(": ")
 
 
 _GRADS: dict = {}

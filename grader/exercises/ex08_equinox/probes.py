@@ -28,6 +28,7 @@ import jax
 from grader import ir as _ir
 from grader.compiles import CompileRecorder
 from grader.sandbox.context import to_jax
+from grader.probes.errors import first_line as _first_line
 
 # Bound at import time (probe modules load before the learner's module does).
 _key = jax.random.key
@@ -58,11 +59,6 @@ def _arrays_only(tree):
     """``tree`` with every leaf that is not a JAX array replaced by None (what
     ``eqx.filter(tree, eqx.is_array)`` gives for a model of JAX arrays)."""
     return _tree_map(lambda leaf: leaf if isinstance(leaf, _Array) else None, tree)
-
-
-def _first_line(exc: BaseException, limit: int = 300) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:limit] if text else ''}".rstrip(": ")
 
 
 def forward(ctx, sizes, activation, seed, xs, key_seed) -> dict:

@@ -35,6 +35,7 @@ import numpy as np
 from grader.compiles import CompileRecorder
 from grader.exercises.ex13_pytrees import trees
 from grader.probes import module_state
+from grader.probes.errors import first_line as _first_line
 
 _jit = jax.jit
 _vjp = jax.vjp
@@ -80,11 +81,6 @@ def ravel_of(ctx, desc: dict, new_vec: np.ndarray) -> dict:
 
 def _layer(ctx, w, b, activation: str):
     return ctx.function("Dense")(w=_device_put(w), b=_device_put(b), activation=str(activation))
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
 
 
 _GRADS: dict = {}

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from grader import jaxcompat
+from grader.probes.errors import first_line_or_unimplemented as _first_line
 
 _jit = jax.jit
 _grad = jax.grad
@@ -41,13 +42,6 @@ _switch = jax.lax.switch
 _asarray = np.asarray
 _isfinite = np.isfinite
 _jaxprs_in_params = jaxcompat.jaxprs_in_params
-
-
-def _first_line(exc: BaseException) -> str:
-    if isinstance(exc, NotImplementedError):
-        raise exc
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
 
 
 def switch_values(ctx, indices: list, x) -> list:

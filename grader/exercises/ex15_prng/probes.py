@@ -41,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from grader import ir, jaxcompat
+from grader.probes.errors import first_line_or_unimplemented as _first_line
 
 _wrap_key_data = jax.random.wrap_key_data
 _key_data = jax.random.key_data
@@ -66,13 +67,6 @@ _asarray = np.asarray
 _RANDOM_BITS = jaxcompat.RANDOM_BITS_PRIMITIVES
 
 MAX_DEPTH = 6
-
-
-def _first_line(exc: BaseException) -> str:
-    if isinstance(exc, NotImplementedError):
-        raise exc
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
 
 
 def make_key(spec: dict):

@@ -42,6 +42,7 @@ from jax import stages as _stages
 
 from grader import ir, jaxcompat
 from grader.compiles import OPAQUE_PRIMITIVES
+from grader.probes.errors import first_line_or_unimplemented as _first_line
 
 _jit = jax.jit
 _grad = jax.grad
@@ -64,13 +65,6 @@ _cost_analysis = _stages.Compiled.cost_analysis
 _asarray = np.asarray
 _CUSTOM_VJP = jaxcompat.CUSTOM_VJP_PRIMITIVES
 MAX_LEAVES = 16
-
-
-def _first_line(exc: BaseException) -> str:
-    if isinstance(exc, NotImplementedError):
-        raise exc
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
 
 
 def build(name: str, params: dict):

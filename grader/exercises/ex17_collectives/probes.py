@@ -39,6 +39,7 @@ from jax.sharding import PartitionSpec as _P
 
 from grader.ir import collective_counts as _collective_counts
 from grader.layouts import AXES, mesh_record as _mesh_record, sharding_record as _sharding_record
+from grader.probes.errors import first_line_or_unimplemented as _first_line, type_name as _type_name
 
 #: The sizes every prediction is about: x f32[B, D], w1 f32[D, H], w2 f32[H, O] (the statement's).
 SIZES = {"B": 16, "D": 8, "H": 32, "O": 8}
@@ -59,18 +60,6 @@ _output_shardings = _stages.Compiled.output_shardings.fget
 _run = _stages.Compiled.__call__
 _asarray = np.asarray
 _isinstance = isinstance
-
-
-def _first_line(exc: BaseException) -> str:
-    if _isinstance(exc, NotImplementedError):
-        raise exc
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
-
-
-def _type_name(value) -> str:
-    t = type(value)
-    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
 def _mesh(d: int, m: int):

@@ -32,6 +32,7 @@ from jax.sharding import PartitionSpec as _P
 
 from grader.ir import shard_maps as _shard_maps
 from grader.layouts import AXES, mesh_record as _mesh_record, sharding_record as _sharding_record
+from grader.probes.errors import first_line_or_unimplemented as _first_line, type_name as _type_name
 
 _jit = jax.jit
 _make_jaxpr = jax.make_jaxpr
@@ -52,18 +53,6 @@ RING = _P("model", None)
 
 class _Failed(Exception):
     pass
-
-
-def _first_line(exc: BaseException) -> str:
-    if _isinstance(exc, NotImplementedError):
-        raise exc
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
-
-
-def _type_name(value) -> str:
-    t = type(value)
-    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
 def _step(result: dict, name: str, work):

@@ -37,6 +37,7 @@ import numpy as np
 
 from grader import ir, jaxcompat
 from grader.probes.generic import traced_run
+from grader.probes.errors import first_line_or_unimplemented as _first_line
 
 _vmap = jax.vmap
 _device_put = jax.device_put
@@ -48,13 +49,6 @@ _primitive_counts = ir.primitive_counts
 HOST_CALLBACKS = jaxcompat.CALLBACK_PRIMITIVES
 
 TARGETS = ("softmax_rows", "matmul_relu")
-
-
-def _first_line(exc: BaseException) -> str:
-    if isinstance(exc, NotImplementedError):
-        raise exc
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
 
 
 def _function(ctx, target: str, blocks: list):
