@@ -465,6 +465,35 @@ def test_zygote_workers_report_crashes_timeouts_and_learner_failures(tmp_path, z
         assert sb.call("f") == 1  # stdin is /dev/null, not the zygote's request pipe
 
 
+LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
+
+
+def test_a_pid_the_kernel_hands_on_to_the_next_worker_confuses_neither(tmp_path, zygote):
+    """A long grading (batch, verify) goes through every pid the machine has: the zygote
+    reaps a worker, the kernel gives its pid to a later worker.  The later one must not
+    look dead (the earlier one's exit status), and signals for the earlier one must not
+    reach it.  The kernel is asked for the same pid again through ``ns_last_pid`` (root)."""
+    if os.geteuid() != 0 or not os.access(LAST_PID, os.W_OK):
+        pytest.skip("needs root and a writable /proc/sys/kernel/ns_last_pid to hand a pid on")
+    for _ in range(20):
+        with sandbox_for(tmp_path, "def f():\n    return 1\n", zygote=zygote) as first:
+            assert first.call("f") == 1
+            pid = first.proc.pid
+            first.kill()
+            first.proc.wait()
+        LAST_PID.write_text(str(pid - 1))
+        with sandbox_for(tmp_path, "def f():\n    return 2\n", zygote=zygote) as second:
+            second.start()
+            if second.proc.pid != pid:
+                continue  # another process took the pid first: try again
+            zygote.signal(first.proc.rid, 9, group=True)  # a late kill of the first worker: long gone
+            time.sleep(0.5)
+            assert second.proc.poll() is None
+            assert second.call("f") == 2
+            return
+    pytest.skip("the kernel never handed the same pid on (a busy machine)")
+
+
 def test_a_dead_zygote_falls_back_to_a_fresh_worker(tmp_path):
     from grader.sandbox.client import Zygote
 

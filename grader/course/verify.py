@@ -227,7 +227,7 @@ def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
     if case.expect == "full":
         bad = [c for c in ex.checks if not c.passed]
         if bad:
-            problem = "; ".join(f"{c.name}: {c.status}: {c.message} {c.measured}".strip() for c in bad)
+            problem = "; ".join(_why(c) for c in bad)
     elif case.expect == "not_implemented":
         if ex.score:
             problem = f"the stub scores {ex.score}"
@@ -249,6 +249,14 @@ def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
         if ex.score:
             problem = f"scores {ex.score}/{ex.max_score}: " + ", ".join(c.name for c in ex.checks if c.score)
     return Outcome(case, not problem, problem.strip(), ex.score, ex.max_score, time.monotonic() - t0)
+
+
+def _why(check) -> str:
+    """A failed check in the instructor's words: its message, and for a hidden check the
+    private text (what the learner's process printed before it crashed, the traceback)."""
+    text = f"{check.name}: {check.status}: {check.message} {check.measured}".strip()
+    private = " | ".join(line.strip() for line in (check.private or check.detail or "").splitlines() if line.strip())
+    return text + (f" [private: {private[-600:]}]" if private and private not in text else "")
 
 
 def verify(manifest: Manifest, course: Path, *, numbers: list[int] | None = None, jobs: int | None = None,

@@ -412,10 +412,13 @@ class Sandbox:
         trusted side stops every sandbox of a grading at once, and the kernel tears their
         JAX processes down in parallel."""
         if self.proc and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            self._send_signal(signal.SIGKILL, group=True)
+
+    def _send_signal(self, sig: int, group: bool) -> None:
+        if isinstance(self.proc, _ForkedWorker):
+            self.proc.send(sig, group)
+        else:
+            _signal_popen(self.proc, sig, group)
 
     def _kill(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -619,10 +622,7 @@ class Sandbox:
         """Where the learner's code was: the worker prints its threads' stacks on SIGUSR1."""
         if self.proc is None or self.proc.poll() is not None or self.module_path is None:
             return ""
-        try:
-            os.kill(self.proc.pid, signal.SIGUSR1)
-        except (ProcessLookupError, PermissionError):
-            return ""
+        self._send_signal(signal.SIGUSR1, group=False)
         copy = str(self._box / self.snapshot.module_file) if self._box and self.snapshot else ""
         deadline = time.monotonic() + WHERE_WAIT_S
         while time.monotonic() < deadline:
@@ -780,24 +780,39 @@ class Sandbox:
         return self.request("probe", name, *args, **kwargs)
 
 
+def _signal_popen(proc: subprocess.Popen, sig: int, group: bool) -> None:
+    """A signal to a worker we started ourselves: its pid stays its own until we reap it."""
+    if proc.poll() is None:
+        try:
+            (os.killpg if group else os.kill)(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 class _ForkedWorker:
     """A worker forked by a zygote, with the part of ``subprocess.Popen`` that ``Sandbox``
-    uses.  It is the zygote's child, not ours: its exit status comes from the zygote."""
+    uses.  It is the zygote's child, not ours: the zygote reaps it, so its pid may belong to
+    another process by the time we look.  It is named by its spawn id, its exit status
+    comes from the zygote, and the zygote sends it signals (``grader.sandbox.zygote``)."""
 
-    def __init__(self, zygote: "Zygote", pid: int, stdout):
+    def __init__(self, zygote: "Zygote", rid: int, pid: int, stdout):
         self._zygote = zygote
-        self.pid = pid
+        self.rid = rid
+        self.pid = pid  # for messages only: never signalled from here
         self.stdout = stdout
 
     @property
     def returncode(self) -> int | None:
-        return self._zygote.exit_status(self.pid)
+        return self._zygote.exit_status(self.rid)
 
     def poll(self) -> int | None:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int | None:
-        return self._zygote.wait_exit(self.pid, timeout=timeout if timeout is not None else 30.0)
+        return self._zygote.wait_exit(self.rid, timeout=timeout if timeout is not None else 30.0)
+
+    def send(self, sig: int, group: bool) -> None:
+        self._zygote.signal(self.rid, sig, group)
 
 
 class Zygote:
@@ -848,14 +863,28 @@ class Zygote:
     def alive(self) -> bool:
         return self.proc is not None and not self._dead and self.proc.poll() is None
 
-    def exit_status(self, pid: int) -> int | None:
+    def exit_status(self, rid: int) -> int | None:
+        """How child ``rid`` (a spawn id) ended, or None while it runs; a child of a zygote
+        that died died with it (its parent-death signal)."""
         with self._cond:
-            return self._exits.get(pid)
+            return self._exits.get(rid, -signal.SIGKILL if self._dead else None)
 
-    def wait_exit(self, pid: int, timeout: float) -> int | None:
+    def wait_exit(self, rid: int, timeout: float) -> int | None:
         with self._cond:
-            self._cond.wait_for(lambda: pid in self._exits or self._dead, timeout=timeout)
-            return self._exits.get(pid, -signal.SIGKILL if self._dead else None)
+            self._cond.wait_for(lambda: rid in self._exits or self._dead, timeout=timeout)
+            return self._exits.get(rid, -signal.SIGKILL if self._dead else None)
+
+    def signal(self, rid: int, sig: int, group: bool) -> None:
+        """Signal child ``rid`` (its process group with ``group``), through the zygote."""
+        if self.exit_status(rid) is not None:
+            return
+        line = json.dumps({"op": "signal", "id": rid, "sig": int(sig), "group": group})
+        with self._lock:
+            try:
+                self.proc.stdin.write(line.encode() + b"\n")
+                self.proc.stdin.flush()
+            except (OSError, ValueError, AttributeError):
+                pass  # the zygote is gone, and its children with it
 
     def spawn(self, env: dict[str, str], cwd: Path, fifos: Path):
         """Fork a worker into ``cwd``, talking through FIFOs made in the (trusted) folder
@@ -881,13 +910,13 @@ class Zygote:
                 requests_w = os.open(fifos / "requests", os.O_WRONLY | os.O_NONBLOCK)
                 break
             except OSError:
-                if self.exit_status(pid) is not None or time.monotonic() > deadline:
+                if self.exit_status(rid) is not None or time.monotonic() > deadline:
                     requests_w = os.open(os.devnull, os.O_WRONLY)  # writes go nowhere; the read sees the crash
                     break
                 time.sleep(0.001)
         os.set_blocking(requests_w, True)
         os.set_blocking(out_r, True)
-        return (_ForkedWorker(self, pid, os.fdopen(out_r, "rb")), os.fdopen(requests_w, "wb", buffering=0),
+        return (_ForkedWorker(self, rid, pid, os.fdopen(out_r, "rb")), os.fdopen(requests_w, "wb", buffering=0),
                 replies_r)
 
     def close(self) -> None:

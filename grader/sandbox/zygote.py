@@ -14,7 +14,14 @@ Protocol, one JSON line each way on the zygote's stdin/stdout:
 
     -> {"op": "spawn", "id": 7, "env": {...}, "cwd": "/tmp/grade-sandbox-x", "fifos": "/tmp/grade-sandbox-x/.io"}
     <- {"id": 7, "pid": 12345}
-    <- {"exit": 12345, "status": -9}        # when a child ends (as Popen.returncode)
+    <- {"exit": 7, "status": -9}            # when child 7 ends (as Popen.returncode)
+    -> {"op": "signal", "id": 7, "sig": 9, "group": true}
+
+A child is named by its spawn id, never by its pid: once the zygote has reaped a child its
+pid is free, and a long grading (``grade batch``, ``grade verify``) goes through every pid
+the machine has, so a later child may get it.  For the same reason the zygote sends the
+signals (``signal``): it sends one only to a child it has not reaped, whose pid therefore
+cannot belong to anyone else yet.
 
 The child talks to the trusted side through three FIFOs in ``fifos`` (``out``: its
 stdout and stderr; ``requests`` and ``replies``: the worker protocol), which the client
@@ -115,6 +122,18 @@ def _leave_start_folder() -> None:
             pass
 
 
+def _signal(children: dict[int, int], request: dict) -> None:
+    """Send a signal to a child not yet reaped (its pid is still its own), or to its
+    process group (its session: the child called setsid)."""
+    pid = next((p for p, rid in children.items() if rid == request.get("id")), None)
+    if pid is None:
+        return
+    try:
+        (os.killpg if request.get("group") else os.kill)(pid, int(request["sig"]))
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def main() -> None:
     from grader.sandbox import worker
 
@@ -122,7 +141,7 @@ def main() -> None:
     worker.import_harness()
     _leave_start_folder()
     stdin, stdout = sys.stdin.buffer, sys.stdout
-    children: set[int] = set()
+    children: dict[int, int] = {}  # pid -> spawn id, until reaped
     buf = b""
     # a child's exit wakes the loop at once (the trusted side waits on it when it closes a sandbox)
     wake_r, wake_w = os.pipe()
@@ -145,8 +164,10 @@ def main() -> None:
                 break
             if pid == 0:
                 break
-            children.discard(pid)
-            stdout.write(json.dumps({"exit": pid, "status": _status(raw)}) + "\n")
+            rid = children.pop(pid, None)
+            if rid is None:
+                continue
+            stdout.write(json.dumps({"exit": rid, "status": _status(raw)}) + "\n")
             stdout.flush()
         if not ready:
             continue
@@ -157,6 +178,9 @@ def main() -> None:
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
             request = json.loads(line)
+            if request.get("op") == "signal":
+                _signal(children, request)
+                continue
             if request.get("op") != "spawn":
                 continue
             pid = os.fork()
@@ -166,7 +190,7 @@ def main() -> None:
                 os.close(wake_r)
                 os.close(wake_w)
                 _child(request)
-            children.add(pid)
+            children[pid] = request["id"]
             stdout.write(json.dumps({"id": request["id"], "pid": pid}) + "\n")
             stdout.flush()
 
