@@ -86,6 +86,8 @@ def _exercise_panel(ex: ExerciseResult, verbose: bool) -> Panel:
         parts.append(Text(ex.error, style="red"))
     if ex.integrity:
         parts.append(Text(lt.integrity_text(ex), style="red"))
+    if verbose and (ex.timings or ex.checks):
+        parts.append(Text(timings_text(ex), style="dim"))
     if ex.output and verbose:
         shown = ex.output[-SHOWN_OUTPUT:]
         cut = len(ex.output) - len(shown)
@@ -93,6 +95,19 @@ def _exercise_panel(ex: ExerciseResult, verbose: bool) -> Panel:
         parts.append(Text("your code printed:\n" + more + lt.printable(shown), style="dim"))
     style = "green" if ex.all_passed else ("yellow" if ex.score else "red")
     return Panel(Group(*parts), title=f"Exercise {ex.number}: {escape(ex.title)}", title_align="left", border_style=style)
+
+
+def timings_text(ex: ExerciseResult, slowest: int = 3) -> str:
+    """Where the grading's time went (``-v``): each worker's CPU and wall seconds, and the
+    slowest checks (their pytest durations, which include waiting on the workers)."""
+    lines = [f"time: {ex.duration_s:.2f} s in all"]
+    if ex.timings:
+        lines.append("  workers (CPU / wall): " + ", ".join(
+            f"{role} {t.get('cpu_s', 0):.2f} / {t.get('wall_s', 0):.2f} s" for role, t in ex.timings.items()))
+    ran = sorted((c for c in ex.checks if c.duration_s), key=lambda c: -c.duration_s)[:slowest]
+    if ran:
+        lines.append("  slowest checks: " + ", ".join(f"{c.name} {c.duration_s:.2f} s" for c in ran))
+    return "\n".join(lines)
 
 
 def print_exercise(ex: ExerciseResult, console: Console, verbose: bool = False) -> None:

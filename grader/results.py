@@ -16,8 +16,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-RESULT_FORMAT_VERSION = 3
-READABLE_FORMAT_VERSIONS = (2, 3)  # 3 added: blocked/integrity statuses, integrity, incomplete
+RESULT_FORMAT_VERSION = 4
+READABLE_FORMAT_VERSIONS = (2, 3, 4)  # 3 added: blocked/integrity statuses, integrity, incomplete; 4: timings
 
 # Check status values.
 PASSED, FAILED, ERROR, NOT_RUN = "passed", "failed", "error", "not_run"
@@ -79,6 +79,9 @@ class ExerciseResult:
     private: str = ""  # instructor only: the grader's traceback when ``error`` is set
     integrity: tuple[str, ...] = ()  # the guard's accusations, each with its evidence (file, line, code)
     content_digest: str = ""  # the digest of the files graded (grader.submission.Snapshot.digest)
+    #: where the time went: {worker: {"cpu_s", "wall_s"}} (instructor only once hidden checks ran: a
+    #: hidden worker's time depends on its inputs)
+    timings: dict = dataclasses.field(default_factory=dict, compare=False, hash=False)
 
     @property
     def score(self) -> int:
@@ -111,6 +114,8 @@ class ExerciseResult:
         }
         if private or not self.hidden_run:  # printed during hidden checks, it may quote their inputs
             d["output"] = self.output
+        if private or not self.hidden_run:
+            d["timings"] = self.timings
         if private:
             d["private"] = self.private
         return d
@@ -123,6 +128,7 @@ class ExerciseResult:
             duration_s=d.get("duration_s", 0.0), output=d.get("output", ""), error=d.get("error", ""),
             private=d.get("private", ""), integrity=tuple(d.get("integrity", ())),
             content_digest=str(d.get("content_digest", "")),
+            timings=d.get("timings") if isinstance(d.get("timings"), dict) else {},
         )
 
 

@@ -89,6 +89,15 @@ class ExerciseRun:
         return [w for w in (self.public, self.hidden, self.clean, *self.nojax.values(), *self.references.values())
                 if w is not None]
 
+    def timings(self) -> dict[str, dict[str, float]]:
+        """Each worker's CPU and wall seconds, by what it was for (known once they are closed):
+        where a grading's time went, for ``grade exercise --timings`` and ``make bench``."""
+        roles = {"public": self.public, "hidden": self.hidden, "clean": self.clean,
+                 **{f"reference ({v})": box for v, box in self.references.items()},
+                 **{f"without JAX ({v})": box for v, box in self.nojax.items()}}
+        return {role: {"cpu_s": round(box.cpu_s, 3), "wall_s": round(box.wall_s, 3)}
+                for role, box in roles.items() if box is not None and box.wall_s}
+
     @property
     def integrity(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(r for box in self.learner_sandboxes() for r in box.integrity))

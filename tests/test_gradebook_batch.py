@@ -435,7 +435,7 @@ def test_import_and_export_errors_are_clear(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"format_version": 1}')
     out = cli.invoke(gradebook_group, ["import", str(bad), "--gradebook", str(tmp_path / "g.sqlite")])
-    assert out.exit_code == 2 and "not a grader result of format_version 3" in out.output
+    assert out.exit_code == 2 and "not a grader result of format_version 4" in out.output
     bad.write_text("not json")
     out = cli.invoke(gradebook_group, ["import", str(bad), "--gradebook", str(tmp_path / "g.sqlite")])
     assert out.exit_code == 2 and "is not JSON" in out.output

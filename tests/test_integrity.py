@@ -951,7 +951,7 @@ FORGED_RESULTS = {
     "text_past_its_cap": (lambda d: d["exercises"][0]["checks"][0].update(message="x" * ((1 << 20) + 1)),
                           "a text of 1048577 characters"),
     "not_a_time": (lambda d: d.update(started_at="yesterday"), "not an ISO 8601 time"),
-    "old_format": (lambda d: d.update(format_version=1), "not a grader result of format_version 3"),
+    "old_format": (lambda d: d.update(format_version=1), "not a grader result of format_version 4"),
     "interrupted": (lambda d: d.update(incomplete=True, score=None), "incomplete"),
     "not_an_object": (lambda d: d["exercises"].insert(0, []), "is a list, not an object"),
     "a_field_missing": (lambda d: d["exercises"][0].pop("checks"), "lacks the field 'checks'"),

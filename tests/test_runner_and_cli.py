@@ -215,7 +215,7 @@ def test_cli_exercise_json_and_exit_codes(cli_course):
     assert result.exit_code == 1
     data = json.loads(result.output)
     ex = data["exercises"][0]
-    assert data["format_version"] == 3 and data["seed"] == 3 and ex["seed"] == 3
+    assert data["format_version"] == 4 and data["seed"] == 3 and ex["seed"] == 3
     assert {"number", "title", "files", "score", "max_score", "checks"} <= set(ex)
     assert {"name", "passed", "score", "max_score"} <= set(ex["checks"][0])
     shutil.copy(cli_course / "solutions" / "01_double" / "double.py", cli_course / "exercises" / "01_double")

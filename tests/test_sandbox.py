@@ -606,3 +606,12 @@ def test_a_killed_graders_folders_are_removed_by_the_next_grading(tmp_path, monk
     assert link.is_symlink() and (target / "keep").exists() and live.is_dir()
     assert scratch.sweep() == []  # once per process
     live.rmdir()
+
+
+@pytest.mark.parametrize("via_zygote", [False, True])
+def test_a_closed_sandbox_knows_the_cpu_its_worker_used(tmp_path, zygote, via_zygote):
+    """``grade exercise -v`` and ``grade verify`` say where a grading's time went."""
+    src = "import time\ndef spin(s):\n    end = time.process_time() + s\n    while time.process_time() < end:\n        pass\n"
+    with sandbox_for(tmp_path, src, zygote=zygote if via_zygote else None) as sb:
+        sb.call("spin", 0.6)
+    assert sb.cpu_s >= 0.6 and sb.wall_s >= 0.6

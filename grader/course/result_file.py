@@ -64,7 +64,7 @@ _ANY_INT, _INT_OR_NULL, _TEXT, _FLAG, _NUMBER, _LIST, _OBJECT = (
     "an integer within 64 bits", "an integer or null", f"a text of at most {MAX_TEXT} characters", "true or false",
     "a number of seconds, not negative", "a list", "an object")
 #: Every field the grader writes, by level, with its type; ``*`` marks the required ones
-#: (``RunResult.from_dict``'s needs).  Format 2 wrote a subset of format 3's fields.
+#: (``RunResult.from_dict``'s needs).  Format 2 wrote a subset of format 3's fields; format 4 added timings.
 _RUN_FIELDS = {"format_version*": _ANY_INT, "grader_version*": _TEXT, "jax_version*": _TEXT, "submission": _TEXT,
                "submission_id": _TEXT, "started_at": _TEXT, "seed": _INT_OR_NULL, "incomplete": _FLAG,
                "score": _INT_OR_NULL, "max_score": _ANY_INT, "duration_s": _NUMBER, "error": _TEXT,
@@ -72,13 +72,15 @@ _RUN_FIELDS = {"format_version*": _ANY_INT, "grader_version*": _TEXT, "jax_versi
 _EXERCISE_FIELDS = {"number*": _ANY_INT, "slug*": _TEXT, "title*": _TEXT, "files*": _LIST, "seed*": _ANY_INT,
                     "score": _ANY_INT, "max_score": _ANY_INT, "hidden_run*": _FLAG, "all_passed": _FLAG,
                     "duration_s": _NUMBER, "error": _TEXT, "integrity": _LIST, "content_digest": _TEXT,
-                    "checks*": _LIST, "output": _TEXT, "private": _TEXT}
+                    "checks*": _LIST, "output": _TEXT, "private": _TEXT, "timings": _OBJECT}
 _CHECK_FIELDS = {"name*": _TEXT, "visibility*": _TEXT, "summary*": _TEXT, "status*": _TEXT, "passed": _FLAG,
                  "score*": _ANY_INT, "max_score*": _ANY_INT, "message": _TEXT, "measured": _TEXT, "expected": _TEXT,
                  "hint": _TEXT, "detail": _TEXT, "duration_s": _NUMBER, "file": _TEXT, "line": _ANY_INT,
                  "private": _TEXT}
 #: Per format version: the statuses it may hold (format 3 added blocked and integrity).
-_STATUSES = {2: (PASSED, FAILED, ERROR, NOT_RUN), 3: STATUSES}
+_STATUSES = {2: (PASSED, FAILED, ERROR, NOT_RUN), 3: STATUSES, 4: STATUSES}
+#: ``timings`` (format 4): at most this many workers, each {"cpu_s", "wall_s"} (numbers of seconds)
+MAX_TIMED_WORKERS = 16
 
 
 class BadResultFile(GradebookError):
@@ -225,6 +227,15 @@ def _signature(d: dict, key: bytes | None) -> None:
         raise _Problem("its signature does not match its contents: it was changed after `grade ci` wrote it")
 
 
+def _timings(d: dict, where: str) -> None:
+    if len(d) > MAX_TIMED_WORKERS:
+        raise _Problem(f"{where}: 'timings' names {len(d)} workers; a grading has at most {MAX_TIMED_WORKERS}")
+    for role, t in d.items():
+        _fields(t, {"cpu_s*": _NUMBER, "wall_s*": _NUMBER}, f"{where}, timings of {_shown(role)}")
+        if len(role) > 64:
+            raise _Problem(f"{where}: 'timings' has a worker name over 64 characters")
+
+
 def _exercise(d: Any, manifest: Manifest, version: int, where: str) -> None:
     _fields(d, _EXERCISE_FIELDS, where)
     try:
@@ -237,6 +248,7 @@ def _exercise(d: Any, manifest: Manifest, version: int, where: str) -> None:
     for name in ("files", "integrity"):
         if not all(type(x) is str and len(x) <= MAX_TEXT for x in d.get(name, ())):
             raise _Problem(f"{where}: {name!r} should be a list of texts")
+    _timings(d.get("timings", {}), where)
     checks = d["checks"]
     by_name: dict[str, dict] = {}
     for c in checks:

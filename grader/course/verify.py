@@ -73,6 +73,7 @@ class Outcome:
     score: int = 0
     max_score: int = 0
     seconds: float = 0.0
+    workers_cpu_s: float = 0.0  # CPU its sandboxes used (grader.session.ExerciseRun.timings)
 
 
 @dataclasses.dataclass
@@ -92,7 +93,8 @@ class Report:
             "static_problems": self.static_problems,
             "cases": [
                 {"exercise": o.case.number, "case": o.case.label, "expect": o.case.expect, "ok": o.ok,
-                 "score": o.score, "max_score": o.max_score, "problem": o.problem, "seconds": round(o.seconds, 2)}
+                 "score": o.score, "max_score": o.max_score, "problem": o.problem, "seconds": round(o.seconds, 2),
+                 "workers_cpu_s": round(o.workers_cpu_s, 2)}
                 for o in self.outcomes
             ],
         }
@@ -248,7 +250,8 @@ def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
     elif case.expect == "zero":
         if ex.score:
             problem = f"scores {ex.score}/{ex.max_score}: " + ", ".join(c.name for c in ex.checks if c.score)
-    return Outcome(case, not problem, problem.strip(), ex.score, ex.max_score, time.monotonic() - t0)
+    return Outcome(case, not problem, problem.strip(), ex.score, ex.max_score, time.monotonic() - t0,
+                   sum(t.get("cpu_s", 0.0) for t in ex.timings.values()))
 
 
 def _why(check) -> str:
@@ -299,6 +302,13 @@ def print_report(report: Report) -> None:
     for o in failed:
         console.print(f"[red]FAIL[/] exercise {o.case.number} {o.case.label}: {o.problem}")
     n = len(report.outcomes)
+    per: dict[int, list[float]] = {}
+    for o in report.outcomes:
+        total = per.setdefault(o.case.number, [0.0, 0.0])
+        total[0] += o.seconds
+        total[1] += o.workers_cpu_s
+    console.print("[dim]time by exercise (gradings' wall s / their sandboxes' CPU s): " + ", ".join(
+        f"{number}: {wall:.0f}/{cpu:.0f}" for number, (wall, cpu) in sorted(per.items())) + "[/]")
     verdict = "[green]suite verified[/]" if report.ok else "[red]suite NOT verified[/]"
     console.print(f"{verdict}: {n - len(failed)}/{n} gradings as expected, "
                   f"{len(report.static_problems)} static problems, {report.seconds:.0f} s")

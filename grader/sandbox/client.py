@@ -270,6 +270,9 @@ class Sandbox:
         self._last_meter: dict[str, int] = {}  # {"compiles", "traces"} caused by the last request
         self._request_target = ""  # what the last request ran, for evidence
         self.used_probes = False
+        self._started = 0.0
+        self.wall_s = 0.0  # from start to close
+        self._popen_cpu_s = 0.0
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> "Sandbox":
@@ -281,6 +284,7 @@ class Sandbox:
             self._dead = SubmissionError(snap.problem.kind, snap.problem.message,
                                          file=str(self.module_path or snap.problem.path))
             return self
+        self._started = time.monotonic()
         self._base = scratch.make("sandbox", sandbox_user.temp_root())
         os.chmod(self._base, 0o711)  # the sandbox's user may pass through to its box, not look around
         self._box = self._base / "box"
@@ -376,9 +380,18 @@ class Sandbox:
         os.close(from_child_w)
         return proc, os.fdopen(to_child_w, "wb", buffering=0), from_child_r
 
+    @property
+    def cpu_s(self) -> float:
+        """CPU seconds the worker used (all its threads), known once it is closed."""
+        if isinstance(self.proc, _ForkedWorker):
+            return self.proc.cpu_s
+        return self._popen_cpu_s
+
     def close(self) -> None:
         """Stop the worker and clean up after it.  Every answer is already in; nothing in it
         is worth waiting for, so it is killed at once rather than left to tear JAX down."""
+        if self._started and not self.wall_s:
+            self.wall_s = time.monotonic() - self._started
         if self._disk_ticket is not None:
             disk.Watchdog.shared().forget(self._disk_ticket)
             self._disk_ticket = None
@@ -412,6 +425,8 @@ class Sandbox:
         trusted side stops every sandbox of a grading at once, and the kernel tears their
         JAX processes down in parallel."""
         if self.proc and self.proc.poll() is None:
+            if not isinstance(self.proc, _ForkedWorker):
+                self._popen_cpu_s = _cpu_seconds_of(self.proc.pid)  # ours: not reaped, so still its pid
             self._send_signal(signal.SIGKILL, group=True)
 
     def _send_signal(self, sig: int, group: bool) -> None:
@@ -780,6 +795,15 @@ class Sandbox:
         return self.request("probe", name, *args, **kwargs)
 
 
+def _cpu_seconds_of(pid: int) -> float:
+    """CPU seconds (user + system, all threads) process ``pid`` has used so far (Linux; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def _signal_popen(proc: subprocess.Popen, sig: int, group: bool) -> None:
     """A signal to a worker we started ourselves: its pid stays its own until we reap it."""
     if proc.poll() is None:
@@ -814,6 +838,11 @@ class _ForkedWorker:
     def send(self, sig: int, group: bool) -> None:
         self._zygote.signal(self.rid, sig, group)
 
+    @property
+    def cpu_s(self) -> float:
+        """CPU seconds the worker used, all its threads (once it has ended; 0 before)."""
+        return self._zygote.cpu_of(self.rid)
+
 
 class Zygote:
     """Trusted side of ``grader.sandbox.zygote``: start it once, then ``Sandbox(...,
@@ -827,6 +856,7 @@ class Zygote:
         self._lock = threading.Lock()
         self._cond = threading.Condition()
         self._exits: dict[int, int] = {}
+        self._cpu: dict[int, float] = {}  # spawn id -> CPU seconds the child used (once it ended)
         self._pids: dict[int, int] = {}
         self._next = 1
         self._dead = False
@@ -852,6 +882,7 @@ class Zygote:
             with self._cond:
                 if "exit" in msg:
                     self._exits[msg["exit"]] = msg["status"]
+                    self._cpu[msg["exit"]] = float(msg.get("cpu", 0.0))
                 else:
                     self._pids[msg["id"]] = msg["pid"]
                 self._cond.notify_all()
@@ -873,6 +904,10 @@ class Zygote:
         with self._cond:
             self._cond.wait_for(lambda: rid in self._exits or self._dead, timeout=timeout)
             return self._exits.get(rid, -signal.SIGKILL if self._dead else None)
+
+    def cpu_of(self, rid: int) -> float:
+        with self._cond:
+            return self._cpu.get(rid, 0.0)
 
     def signal(self, rid: int, sig: int, group: bool) -> None:
         """Signal child ``rid`` (its process group with ``group``), through the zygote."""

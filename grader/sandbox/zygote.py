@@ -14,7 +14,7 @@ Protocol, one JSON line each way on the zygote's stdin/stdout:
 
     -> {"op": "spawn", "id": 7, "env": {...}, "cwd": "/tmp/grade-sandbox-x", "fifos": "/tmp/grade-sandbox-x/.io"}
     <- {"id": 7, "pid": 12345}
-    <- {"exit": 7, "status": -9}            # when child 7 ends (as Popen.returncode)
+    <- {"exit": 7, "status": -9, "cpu": 1.25}  # when child 7 ends (as Popen.returncode; CPU seconds used)
     -> {"op": "signal", "id": 7, "sig": 9, "group": true}
 
 A child is named by its spawn id, never by its pid: once the zygote has reaped a child its
@@ -159,7 +159,7 @@ def main() -> None:
             ready.remove(wake_r)
         while children:
             try:
-                pid, raw = os.waitpid(-1, os.WNOHANG)
+                pid, raw, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if pid == 0:
@@ -167,7 +167,8 @@ def main() -> None:
             rid = children.pop(pid, None)
             if rid is None:
                 continue
-            stdout.write(json.dumps({"exit": rid, "status": _status(raw)}) + "\n")
+            cpu = round(usage.ru_utime + usage.ru_stime, 3)
+            stdout.write(json.dumps({"exit": rid, "status": _status(raw), "cpu": cpu}) + "\n")
             stdout.flush()
         if not ready:
             continue
