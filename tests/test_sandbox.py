@@ -406,6 +406,20 @@ def test_sandbox_users_are_unique_and_never_root(monkeypatch):
         return
     users = [sandbox_user.sandbox_user() for _ in range(3)]
     assert len({u.uid for u in users}) == 3 and all(u.uid >= sandbox_user.UID_BASE for u in users)
+    for u in users:
+        sandbox_user.release(u)
+    # a uid still held is skipped when the counter comes round again (a long batch): closing the
+    # later sandbox ends every process of its uid, which must never be the open one's
+    monkeypatch.setattr(sandbox_user, "end_everything_of", lambda user: None)  # no processes to end here
+    held = sandbox_user.sandbox_user()
+    later = [sandbox_user.sandbox_user() for _ in range(sandbox_user.SLOTS - 1)]
+    assert held.uid not in {u.uid for u in later}
+    for u in later:
+        sandbox_user.release(u)
+    again = sandbox_user.sandbox_user()
+    assert again.uid != held.uid
+    for u in (held, again):
+        sandbox_user.release(u)
     monkeypatch.setenv("GRADER_SANDBOX_USER", "nobody")
     assert sandbox_user.sandbox_user().name == "nobody"
     monkeypatch.setenv("GRADER_SANDBOX_USER", "root")

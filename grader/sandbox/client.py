@@ -273,6 +273,7 @@ class Sandbox:
         self._started = 0.0
         self.wall_s = 0.0  # from start to close
         self._popen_cpu_s = 0.0
+        self._user_held = False  # acquired at start, released once at close
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> "Sandbox":
@@ -292,6 +293,7 @@ class Sandbox:
         (self._box / "tmp").mkdir(mode=0o700)
         self.user = sandbox_user.sandbox_user()  # None unless root: then learner code runs unprivileged
         sandbox_user.acquire(self.user)
+        self._user_held = True
         module_path = snap.write_to(self._box) if snap is not None else None
         if self.user is not None:
             sandbox_user.hand_over(self._box, self.user)
@@ -398,11 +400,11 @@ class Sandbox:
         if self.proc is None:
             if self._base is not None:
                 shutil.rmtree(self._base, ignore_errors=True)
-                sandbox_user.release(self.user)
+                self._release_user()
             return
         try:
             self._kill()
-            sandbox_user.release(self.user)
+            self._release_user()
         finally:
             for closer in (self._to.close, lambda: os.close(self._from_fd)):
                 try:
@@ -419,6 +421,12 @@ class Sandbox:
                     pass
             if self._base is not None:
                 shutil.rmtree(self._base, ignore_errors=True)
+
+    def _release_user(self) -> None:
+        """End every process of the sandbox's user, once: a second close must not reach a
+        later sandbox that was given the same user id."""
+        user, self._user_held = (self.user if self._user_held else None), False
+        sandbox_user.release(user)
 
     def kill(self) -> None:
         """Send the worker's process group SIGKILL without waiting (``close`` waits): the

@@ -52,9 +52,12 @@ class SandboxUser:
         return f"{self.uid}:{self.gid}"
 
 
-#: Per-sandbox user ids: far above the ids of real accounts; see ``sandbox_user``.
+#: Per-sandbox user ids: far above the ids of real accounts; see ``sandbox_user``.  SLOTS ids
+#: per grading process: with Linux's largest pid (2**22) the last id stays below 2**31.
 UID_BASE = 10_000_000
+SLOTS = 512
 _counter = itertools.count()
+_live_uids: set[int] = set()  # per-sandbox uids of this process's open sandboxes
 
 
 def isolating() -> bool:
@@ -66,7 +69,8 @@ def sandbox_user() -> SandboxUser | None:
     """The user the next sandbox runs learner code as, or None when the grader is not root.
 
     By default every sandbox gets a user id of its own, unused by any account
-    (``UID_BASE + 64 * pid + n``: unique among the sandboxes alive on the machine), so two
+    (``UID_BASE + SLOTS * pid + n``, n skipping those this process's open sandboxes hold: unique
+    among the sandboxes alive on the machine), so two
     submissions graded side by side (``grade batch -j 2``) cannot signal, trace or write
     into each other.  ``GRADER_SANDBOX_USER=name`` runs every sandbox as that account.
     """
@@ -74,8 +78,12 @@ def sandbox_user() -> SandboxUser | None:
         return None
     name = os.environ.get("GRADER_SANDBOX_USER")
     if not name:
-        uid = UID_BASE + 64 * os.getpid() + next(_counter) % 64
-        return SandboxUser(f"uid {uid}", uid, NOGROUP, per_sandbox=True)
+        for _ in range(SLOTS):  # never one a sandbox of this process still runs as (release frees it)
+            uid = UID_BASE + SLOTS * os.getpid() + next(_counter) % SLOTS
+            if uid not in _live_uids:
+                _live_uids.add(uid)
+                return SandboxUser(f"uid {uid}", uid, NOGROUP, per_sandbox=True)
+        raise RuntimeError(f"{SLOTS} sandboxes of this grading process are open at once; close some first")
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
@@ -221,7 +229,10 @@ def release(user: SandboxUser | None) -> None:
     if user is None:
         return
     if user.per_sandbox:
-        end_everything_of(user)
+        try:
+            end_everything_of(user)
+        finally:
+            _live_uids.discard(user.uid)
         return
     hold = _held.get(user.uid)
     if hold is None:
