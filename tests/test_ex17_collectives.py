@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from grader.exercises.ex17_collectives import judges, probes
+from grader.exercises.ex17_collectives import judges, nojax_probes, probes
 from grader.feedback import CheckFailed
 from grader.probes import fingerprint
+from grader.sandbox import nojax
 
 REPO = Path(__file__).resolve().parents[1]
 FAMILY = judges.family("batch") + judges.family("features")
@@ -41,7 +42,7 @@ def truths():
 
 
 def test_the_statements_rules_are_what_xla_compiles_for_every_layout(truths):
-    predictions = probes.predict(_ctx(), FAMILY)
+    predictions = nojax_probes.predict(_ctx(), FAMILY)
     assert len(truths) == 18 and len({judges.spec_text(lay) for lay in FAMILY}) == 18
     for lay, got, want in zip(FAMILY, predictions, truths):
         assert got == {"counts": want}, judges.describe_layout(lay)
@@ -66,16 +67,14 @@ def test_draws_are_distinct_and_cover(seed):
 
 def test_prediction_verdicts(truths):
     layouts, want = FAMILY[:4], truths[:4]
-    judges.judge_predictions([{"counts": w} for w in want], want, layouts, {}, hidden=True)
-    with pytest.raises(CheckFailed, match="ran JAX"):
-        judges.judge_predictions([{"counts": w} for w in want], want, layouts, {"compiles": 1}, hidden=True)
+    judges.judge_predictions([{"counts": w} for w in want], want, layouts, hidden=True)
     with pytest.raises(CheckFailed, match="XLA does not have"):
-        judges.judge_predictions([{"counts": {"all_reduce": 1}}] * 4, want, layouts, {}, hidden=True)
+        judges.judge_predictions([{"counts": {"all_reduce": 1}}] * 4, want, layouts, hidden=True)
     with pytest.raises(CheckFailed, match="returned a list"):
-        judges.judge_predictions([{"form": "a list"}] * 4, want, layouts, {}, hidden=True)
+        judges.judge_predictions([{"form": "a list"}] * 4, want, layouts, hidden=True)
     wrong = [{"counts": {"all-reduce": 1}}] * 4
     with pytest.raises(CheckFailed) as err:
-        judges.judge_predictions(wrong, want, layouts, {}, hidden=True)
+        judges.judge_predictions(wrong, want, layouts, hidden=True)
     bad = [lay for lay, w in zip(layouts, want) if w != {"all-reduce": 1}]
     assert f"wrong on {len(bad)} of 4" in err.value.diagnosis
     assert all(judges.describe_layout(lay) in err.value.diagnosis for lay in bad)
@@ -86,15 +85,42 @@ def test_prediction_verdicts(truths):
 def test_predict_probe_normalises_what_it_is_given():
     from collections import Counter
     layouts = FAMILY[:1]
-    assert probes.predict(_ctx(predict_collectives=lambda s: Counter(["all-reduce", "all-reduce"])), layouts) == \
+    predict = nojax_probes.predict
+    assert predict(_ctx(predict_collectives=lambda s: Counter(["all-reduce", "all-reduce"])), layouts) == \
         [{"counts": {"all-reduce": 2}}]
-    assert probes.predict(_ctx(predict_collectives=lambda s: {"all-gather": 0, "all-reduce": np.int64(1)}),
-                          layouts) == [{"counts": {"all-reduce": 1}}]
-    assert "form" in probes.predict(_ctx(predict_collectives=lambda s: ["all-reduce"]), layouts)[0]
-    assert "form" in probes.predict(_ctx(predict_collectives=lambda s: {"all-reduce": 1.0}), layouts)[0]
+    assert predict(_ctx(predict_collectives=lambda s: {"all-gather": 0, "all-reduce": np.int64(1)}),
+                   layouts) == [{"counts": {"all-reduce": 1}}]
+    assert "form" in predict(_ctx(predict_collectives=lambda s: ["all-reduce"]), layouts)[0]
+    assert "form" in predict(_ctx(predict_collectives=lambda s: {"all-reduce": 1.0}), layouts)[0]
     seen = []
-    probes.predict(_ctx(predict_collectives=lambda s: seen.append(s) or {}), layouts)
-    assert seen == [{"x": P("data", None), "w1": P(None, None), "w2": P(None, None)}]
+    predict(_ctx(predict_collectives=lambda s: seen.append(s) or {}), layouts)
+    assert seen == [{"x": nojax.PartitionSpec("data", None), "w1": nojax.PartitionSpec(None, None),
+                     "w2": nojax.PartitionSpec(None, None)}]
+    # a JAX stand-in, raised or returned, goes up: the check says "used JAX", not "wrong answer"
+    for jax_answer in (lambda s: nojax.Absent("jax.numpy.int32")(1),
+                       lambda s: {"all-reduce": nojax.Absent("jax.numpy.int32")(1)}):
+        with pytest.raises(nojax.JAXNotAvailable):
+            predict(_ctx(predict_collectives=jax_answer), layouts)
+    with pytest.raises(nojax.JAXNotAvailable):
+        predict(_ctx(predict_collectives=lambda s: int(nojax.Absent("jax.jit")(None))), layouts)
+
+
+def test_the_plain_partition_spec_behaves_like_jaxs():
+    """What a prediction may do with a spec in the worker without JAX, it does alike with JAX's."""
+    specs = [(), ("data", None), ("data",), (None, "model"), ("model", None), (None, None), (("data",), None),
+             (("data", "model"), None)]
+    for a in specs:
+        real, plain = P(*a), nojax.PartitionSpec(*a)
+        assert (tuple(plain), len(plain), repr(plain), str(plain)) == (tuple(real), len(real), repr(real), str(real))
+        assert [plain[i] for i in range(len(plain))] == [real[i] for i in range(len(real))]
+        assert (plain == tuple(a)) == (real == tuple(a)) and (tuple(a) == plain) == (tuple(a) == real)
+        for b in specs:
+            assert (P(*a) == P(*b)) == (plain == nojax.PartitionSpec(*b)), (a, b)
+            assert (P(*a) != P(*b)) == (plain != nojax.PartitionSpec(*b)), (a, b)
+        assert hash(plain) == hash(nojax.PartitionSpec(*a))
+    module = nojax.AbsentModule("jax.sharding")
+    assert module.PartitionSpec is nojax.PartitionSpec and nojax.AbsentModule("jax").P is nojax.PartitionSpec
+    assert nojax.AbsentModule("jax").sharding.PartitionSpec is nojax.PartitionSpec
 
 
 def _fsdp(mesh_shape, **functions):

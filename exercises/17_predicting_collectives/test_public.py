@@ -1,7 +1,8 @@
 """Public checks for exercise 17 (run by `grade exercise 17`; they carry no points).
 
-Part A: six fixed layouts of the family, one per rule of the statement; the truth is the MLP
-compiled with each layout in a clean process, and a wrong prediction shows what it holds.
+Part A: six fixed layouts of the family, one per rule of the statement; the predictions run in
+a worker where JAX does not exist, the truth is the MLP compiled with each layout in a clean
+process, and a wrong prediction shows what it holds.
 Part B: the FSDP layout on the 2x4 mesh with B, D, H, O = 16, 8, 32, 8.  The hidden checks ask
 the same on layouts, shapes and a mesh shape drawn at grading time.
 """
@@ -12,17 +13,17 @@ import numpy as np
 import pytest
 
 from grader.exercises.ex17_collectives.judges import (PUBLIC_LAYOUTS, judge_fsdp_bytes, judge_fsdp_gathers,
-                                                      judge_fsdp_numerics, judge_fsdp_output, judge_predictions)
+                                                      judge_fsdp_numerics, judge_fsdp_output, judge_predictions,
+                                                      predictions)
 
 MESH = (2, 4)
 B, D, H, O = 16, 8, 32, 8
 
 
-def test_predicts_public_layouts(submission, truth):
-    predictions = submission.probe("ex17_collectives:predict", PUBLIC_LAYOUTS)
-    meter = dict(submission.last_meter)  # what this request traced and compiled: predicting needs nothing
+def test_predicts_public_layouts(without_jax, truth):
+    got = predictions(without_jax, PUBLIC_LAYOUTS)  # where JAX does not exist: a prediction, not a measurement
     truths = truth.probe("ex17_collectives:truth_collectives", PUBLIC_LAYOUTS)
-    judge_predictions(predictions, truths, PUBLIC_LAYOUTS, meter, hidden=False)
+    judge_predictions(got, truths, PUBLIC_LAYOUTS, hidden=False)
 
 
 @pytest.fixture(scope="module")

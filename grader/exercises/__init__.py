@@ -1,12 +1,15 @@
 """One package per exercise: everything the grader knows about that exercise alone.
 
-``exNN_<topic>/`` holds up to three modules, each found by a general mechanism, so a new
+``exNN_<topic>/`` holds up to four modules, each found by a general mechanism, so a new
 exercise needs no edit anywhere else in ``grader/``:
 
 * ``probes.py`` -- measuring functions that run in the sandbox beside the learner's code,
   named ``"exNN_<topic>:<function>"``.  ``grader.sandbox.context.preload_probes`` imports
   only the probes of the exercise being graded (``grader.sandbox.client.probes_of_exercise``)
   plus the shared ones in ``grader.probes``.
+* ``nojax_probes.py`` (optional) -- probes for a worker where JAX does not exist
+  (``grader.sandbox.nojax``): they import no JAX and call learner functions that must be
+  formulas (exercise 17's predictions), with arguments such a worker can build.
 * ``judges.py`` -- the trusted side shared by the exercise's public and hidden check files:
   references, draws and verdicts (``CheckFailed`` with feedback).  The grader copies each
   check file alone into a temporary folder before running it, so the two check files cannot

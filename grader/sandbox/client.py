@@ -250,7 +250,7 @@ class Sandbox:
         self.private_fs = private_fs  # as root, a tmpfs of that size over its folder (else the watchdog alone)
         self._disk_ticket: int | None = None
         self._disk_over: tuple[int, int] | None = None
-        self.jax = jax  # False: a worker where JAX does not exist (grader.sandbox.nojax); calls only, no probes
+        self.jax = jax  # False: a worker where JAX does not exist (grader.sandbox.nojax); calls and nojax_probes only
         self.proc: subprocess.Popen | None = None
         self._dead: SubmissionError | None = None
         self._ready = False

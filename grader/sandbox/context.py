@@ -24,7 +24,7 @@ _PROBE_NAME = re.compile(r"^[a-z_][a-z0-9_]*:[a-z_][a-z0-9_]*$")
 _PROBES: dict[str, object] = {}  # probe-name prefix ("ex07_training", "generic") -> its module
 
 
-def preload_probes(wanted: str = "all") -> None:
+def preload_probes(wanted: str = "all", *, jax: bool = True) -> None:
     """Import probe modules now, before the learner's module can rebind JAX names.
 
     ``wanted`` (the ``GRADER_PROBES`` variable): ``"all"``, or comma-separated exercise
@@ -33,21 +33,28 @@ def preload_probes(wanted: str = "all") -> None:
     shared module (``grader/probes/*.py``).  A worker that grades one exercise imports what
     that exercise's checks use (exercise 7's optax only where it is needed); a zygote that
     serves many imports them all once.  Already imported modules cost nothing.  An exercise
-    package without a ``probes.py`` is skipped; nothing else of it is imported."""
+    package without a ``probes.py`` is skipped; nothing else of it is imported.
+
+    ``jax=False`` (a worker without JAX, ``grader.sandbox.nojax``): only the exercises'
+    ``nojax_probes.py``, probes that import no JAX and call functions that must be
+    formulas; the shared probes and every ``probes.py`` are JAX and stay out (``nojax.install``
+    refuses to start if one slipped in)."""
     import importlib.util
     import pkgutil
 
     import grader.exercises
-    import grader.probes
 
-    for info in pkgutil.iter_modules(grader.probes.__path__):
-        if info.name not in _PROBES:
-            _PROBES[info.name] = importlib.import_module(f"grader.probes.{info.name}")
+    if jax:
+        import grader.probes
+
+        for info in pkgutil.iter_modules(grader.probes.__path__):
+            if info.name not in _PROBES:
+                _PROBES[info.name] = importlib.import_module(f"grader.probes.{info.name}")
     prefixes = None if wanted == "all" else tuple(p for p in wanted.split(",") if p)
     for info in pkgutil.iter_modules(grader.exercises.__path__):
         if not info.ispkg or info.name in _PROBES or (prefixes is not None and not info.name.startswith(prefixes)):
             continue
-        module = f"grader.exercises.{info.name}.probes"
+        module = f"grader.exercises.{info.name}.{'probes' if jax else 'nojax_probes'}"
         if importlib.util.find_spec(module) is not None:
             _PROBES[info.name] = importlib.import_module(module)
 
@@ -130,13 +137,12 @@ class Context:
             convert = to_jax if self.jax_arrays else (lambda tree: tree)
             return self.function(target)(*convert(args), **convert(kwargs))
         if op == "probe":
-            if not self.jax_arrays:
-                raise ValueError("a worker without JAX runs no probes")
             if not _PROBE_NAME.match(target):
                 raise ValueError(f"bad probe name {target!r}")
             mod_name, fn_name = target.split(":")
-            if mod_name not in _PROBES:
-                raise ValueError(f"unknown probe module {mod_name!r}")
+            if mod_name not in _PROBES:  # a worker without JAX holds only nojax_probes modules
+                raise ValueError(f"unknown probe module {mod_name!r}"
+                                 + ("" if self.jax_arrays else " (a worker without JAX runs only nojax_probes)"))
             probe = getattr(_PROBES[mod_name], fn_name)
             return probe(self, *args, **kwargs)
         raise ValueError(f"unknown op {op!r}")

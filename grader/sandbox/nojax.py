@@ -16,6 +16,13 @@ moment a value is needed from them (a number, a truth value, an iteration, arith
 A function that needs JAX therefore fails, and says so; one that is a formula of its
 inputs runs unchanged.
 
+A layout is data, not JAX: ``PartitionSpec`` (``jax.sharding.PartitionSpec``, ``jax.P``) is
+the one class of the family that exists here for real (``DATA_CLASSES``), as plain Python that
+compares, hashes, indexes and prints like JAX's own (measured on JAX 0.10.2: a spec equals a
+spec with the same entries and never a tuple; an entry that is a one-name tuple is that name).
+Exercise 17's predictions receive such specs and may compare them with ``P(...)`` of their
+own, at module level or inside the function.
+
 The finder installed here answers every import of the JAX family (``STUBBED``) with such a
 stand-in module; the integrity guard (``guard.install(..., no_native=...)``) refuses to
 load any module from the real packages' folders, so removing the finder or loading
@@ -52,7 +59,7 @@ class Absent:
     def __getattr__(self, name: str):
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
-        return Absent(f"{object.__getattribute__(self, '_what')}.{name}")
+        return _stand_in(f"{object.__getattribute__(self, '_what')}.{name}")
 
     def __call__(self, *args, **kwargs):
         return Absent(f"{object.__getattribute__(self, '_what')}(...)")
@@ -76,13 +83,70 @@ class Absent:
     __enter__ = __exit__ = __fspath__ = _refuse
 
 
+class PartitionSpec:
+    """JAX's ``PartitionSpec`` as plain data: per dimension of an array, the mesh axis (or
+    tuple of axes, or None) that splits it.  Equality, hashing, indexing, iteration and
+    ``repr`` follow JAX 0.10.2's (``tests/test_sandbox.py`` compares the two live)."""
+
+    __slots__ = ("_partitions",)
+
+    def __init__(self, *partitions):
+        object.__setattr__(self, "_partitions", tuple(
+            p[0] if isinstance(p, tuple) and len(p) == 1 else p for p in partitions))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("a PartitionSpec cannot be changed")
+
+    @property
+    def partitions(self) -> tuple:
+        return self._partitions
+
+    def __eq__(self, other):
+        return isinstance(other, PartitionSpec) and self._partitions == other._partitions
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash(self._partitions)
+
+    def __len__(self):
+        return len(self._partitions)
+
+    def __iter__(self):
+        return iter(self._partitions)
+
+    def __getitem__(self, index):
+        return self._partitions[index]
+
+    def index(self, value):
+        return self._partitions.index(value)
+
+    def count(self, value):
+        return self._partitions.count(value)
+
+    def __repr__(self) -> str:
+        return "P" + repr(self._partitions)
+
+    __str__ = __repr__
+
+
+#: The classes of the JAX family that are plain data, real here: full dotted name -> class.
+DATA_CLASSES = {"jax.sharding.PartitionSpec": PartitionSpec, "jax.P": PartitionSpec}
+
+
+def _stand_in(what: str):
+    return DATA_CLASSES.get(what) or Absent(what)
+
+
 class AbsentModule(types.ModuleType):
-    """A stand-in module: every attribute is ``Absent``; submodules import as stand-ins too."""
+    """A stand-in module: every attribute is ``Absent`` (or one of ``DATA_CLASSES``);
+    submodules import as stand-ins too."""
 
     def __getattr__(self, name: str):
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
-        return Absent(f"{self.__name__}.{name}")
+        return _stand_in(f"{self.__name__}.{name}")
 
 
 class AbsentFinder:

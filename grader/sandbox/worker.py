@@ -346,6 +346,7 @@ def serve(chan: _Channel) -> None:
     if no_jax:  # nothing of JAX is ever loaded here (grader.sandbox.nojax)
         from grader.sandbox import nojax
 
+        _context.preload_probes(os.environ.get("GRADER_PROBES", "all"), jax=False)  # JAX-free probes only
         meter = _NoMeter()
     else:
         from grader.sandbox.meter import Meter

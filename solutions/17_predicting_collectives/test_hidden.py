@@ -2,8 +2,9 @@
 
 Part A: each check draws six of the nine layouts its kind of x has (``judges.draw_layouts``),
 holding every weight layout and the pairs its ``COVERAGE`` names, whatever the seed.  The
-learner's predictions come from one sandbox request whose meter must show no trace and no
-compilation; the truth is the MLP compiled with each layout in the clean worker, at grading
+learner's predictions run in a worker where JAX does not exist (``without_jax``,
+``grader.sandbox.nojax``), so neither the call nor the file's import can compile a layout and
+look its answer up; the truth is the MLP compiled with each layout in the clean worker, at grading
 time (``ex17_collectives:truth_collectives``).
 
 Part B: one FSDP run on the 2x4 mesh and one on a second mesh shape, each a lower + compile +
@@ -19,7 +20,7 @@ import pytest
 from grader.coverage import Coverage, check_rng, ensure
 from grader.exercises.ex17_collectives.judges import (REQUIRED, draw_fsdp_problem, draw_labels, draw_layouts,
                                                       judge_fsdp_bytes, judge_fsdp_gathers, judge_fsdp_numerics,
-                                                      judge_fsdp_output, judge_predictions)
+                                                      judge_fsdp_output, judge_predictions, predictions)
 
 PRIMARY_MESH = (2, 4)
 SECOND_MESHES = ((4, 2), (1, 8), (8, 1))
@@ -54,21 +55,20 @@ COVERAGE = {
 
 # --- part A ------------------------------------------------------------------------------------------
 
-def judge_drawn(submission, truth, rng, x_kind, check):
+def judge_drawn(without_jax, truth, rng, x_kind, check):
     layouts = draw_layouts(rng, x_kind)
     ensure(check, REQUIRED[x_kind], draw_labels(layouts))
-    predictions = submission.probe("ex17_collectives:predict", layouts)
-    meter = dict(submission.last_meter)  # this request's traces and compilations: the learner's alone
+    got = predictions(without_jax, layouts)
     truths = truth.probe("ex17_collectives:truth_collectives", layouts)
-    judge_predictions(predictions, truths, layouts, meter, hidden=True)
+    judge_predictions(got, truths, layouts, hidden=True)
 
 
-def test_predicts_batch_split(submission, truth, rng):
-    judge_drawn(submission, truth, rng, "batch", "predicts_batch_split")
+def test_predicts_batch_split(without_jax, truth, rng):
+    judge_drawn(without_jax, truth, rng, "batch", "predicts_batch_split")
 
 
-def test_predicts_feature_split(submission, truth, rng):
-    judge_drawn(submission, truth, rng, "features", "predicts_feature_split")
+def test_predicts_feature_split(without_jax, truth, rng):
+    judge_drawn(without_jax, truth, rng, "features", "predicts_feature_split")
 
 
 # --- part B ------------------------------------------------------------------------------------------

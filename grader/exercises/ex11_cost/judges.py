@@ -33,7 +33,7 @@ import math
 import numpy as np
 
 from grader.feedback import CheckFailed, describe
-from grader.sandbox.client import SubmissionError
+from grader.formulas import run_formula
 
 COMPILE_FACTOR = 5.0
 COMPILE_SLACK_S = 1.0
@@ -75,34 +75,14 @@ def predictions(box, name: str, arglists: list) -> list:
     """``name(*args)`` for each of ``arglists``, run in the worker without JAX (the
     ``without_jax`` fixture, ``grader.sandbox.nojax``): a prediction is a formula of the
     shapes, so it must run where no JAX or XLA exists, threads included.  One that reaches
-    for JAX fails here with what it used."""
-    out = []
-    for args in arglists:
-        try:
-            out.append(box.call(name, *args))
-        except SubmissionError as exc:
-            if exc.kind == "import_error" and "JAXNotAvailable" in exc.message:
-                raise CheckFailed(
-                    "your file uses JAX at import time, so it cannot be imported where predictions run",
-                    measured=exc.message[:600], expected="a file whose module-level code only defines things",
-                    hint="move module-level JAX work (arrays, calls) into the functions that need it",
-                    diagnosis="importing your file used a JAX value at module level: predictions run in a process "
-                              "without JAX, where module-level JAX can be named and decorated with but not used",
-                    advice="keep module-level code to imports, constants and definitions; build JAX arrays inside "
-                           "the functions of parts B and C") from None
-            used = (exc.exc_type == "JAXNotAvailable" or "where JAX must not run" in exc.message
-                    or (exc.kind == "bad_return" and "nojax.Absent" in exc.message))  # returned a JAX stand-in
-            if not used:
-                raise
-            raise CheckFailed(
-                f"{name} used JAX while predicting", measured=exc.message[:600],
-                expected="a formula in the shapes: plain Python (or NumPy) arithmetic",
-                hint="work the numbers out from the shapes with arithmetic; leave jax.jit to part B",
-                diagnosis=f"{name} used JAX (a jax or jnp function, a compiled program, or XLA through a "
-                          f"back door): predictions run in a process without JAX and must be formulas in the shapes",
-                advice="compute the numbers from the shapes with plain arithmetic (np.dtype(dtype).itemsize gives "
-                       "an element's size); no jax, jnp or jax.jit inside the prediction") from None
-    return out
+    for JAX fails here with what it used (``grader.formulas``)."""
+    return [run_formula(lambda: box.call(name, *args), name,
+                        hint="work the numbers out from the shapes with arithmetic; leave jax.jit to part B",
+                        advice="compute the numbers from the shapes with plain arithmetic (np.dtype(dtype).itemsize "
+                               "gives an element's size); no jax, jnp or jax.jit inside the prediction",
+                        import_advice="keep module-level code to imports, constants and definitions; build JAX "
+                                      "arrays inside the functions of parts B and C")
+            for args in arglists]
 
 
 def read_dict(value, keys, what: str) -> dict:

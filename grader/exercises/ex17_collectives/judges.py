@@ -1,6 +1,7 @@
 """Exercise 17 (predicting collectives; FSDP): the family of layouts, draws, references and
 verdicts shared by the public and the hidden checks.  NumPy only, no JAX: the truth about a
-layout is compiled live in the clean worker (``probes.truth_collectives``).
+layout is compiled live in the clean worker (``probes.truth_collectives``); the learner's
+predictions run in the worker without JAX (``nojax_probes.predict``).
 
 Feedback of a hidden check names the *kind* of layout that was mispredicted (the family is
 public: 18 layouts, every one described in the statement), never the sizes of a drawn FSDP
@@ -15,6 +16,7 @@ import numpy as np
 
 from grader.feedback import CheckFailed
 from grader.feedback import fail as _fail
+from grader.formulas import run_formula
 from grader.ir import collective_counts
 from grader.jaxcompat import COLLECTIVE_OPCODES
 from grader.layouts import describe_axes, has_layout, recognise
@@ -97,19 +99,26 @@ def _listing(counts: dict) -> str:
     return ", ".join(f"{op} x{n}" for op, n in sorted(counts.items())) or "no collective"
 
 
-def judge_predictions(predictions: list, truths: list, layouts: list, meter: dict, *, hidden: bool) -> None:
-    """``predict_collectives`` ran no JAX, answered each layout with a dict of XLA opcodes, and
-    every answer equals what the compiled program holds."""
-    traces, compiles = int(meter.get("traces", 0)), int(meter.get("compiles", 0))
-    if traces or compiles:
-        advice = ("predict from the specs alone, in plain Python: no jax.jit, lower, compile, make_jaxpr or "
-                  "collectives_of inside predict_collectives (use collectives_of yourself, to test your rules)")
-        raise CheckFailed("predict_collectives ran JAX while it predicted",
-                          measured=f"{traces} trace(s) and {compiles} compilation(s) during its calls",
-                          expected="none: a prediction from the rules, in plain Python", hint=advice,
-                          diagnosis="predict_collectives traced or compiled JAX code while it ran: this exercise asks "
-                                    "you to predict the collectives from the layout, not to compile and count them",
-                          advice=advice)
+#: what a prediction that reached for JAX is told (``grader.formulas``)
+NO_JAX_HINT = ("predict from the specs alone, in plain Python: no jax.jit, lower, compile, make_jaxpr or collectives_of "
+               "inside predict_collectives (use collectives_of yourself, to test your rules)")
+NO_JAX_IMPORT = ("keep module-level code to imports, constants and definitions: compiling layouts at import (a table "
+                 "of collectives_of answers) is measuring, not predicting; compile them yourself, outside the file")
+
+
+def predictions(box, layouts: list) -> list:
+    """The learner's answers for ``layouts``, from ``predict_collectives`` run in the worker
+    where JAX does not exist (the ``without_jax`` fixture, ``nojax_probes.predict``): at import
+    and at call alike, nothing can compile or trace there, so a table measured at import
+    cannot be built.  Reaching for JAX fails the check with what it used."""
+    return run_formula(lambda: box.probe("ex17_collectives:predict", layouts), "predict_collectives",
+                       hint=NO_JAX_HINT, advice=NO_JAX_HINT, import_advice=NO_JAX_IMPORT)
+
+
+def judge_predictions(predictions: list, truths: list, layouts: list, *, hidden: bool) -> None:
+    """``predict_collectives`` answered each layout with a dict of XLA opcodes, and every
+    answer equals what the compiled program holds (that it ran without JAX is
+    ``predictions``'s)."""
     wrong = []
     for lay, got, want in zip(layouts, predictions, truths):
         where = describe_layout(lay)

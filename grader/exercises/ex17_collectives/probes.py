@@ -9,24 +9,19 @@ input, the mesh axis splitting each of its two dimensions.
     ``relu(x @ w1) @ w2`` compiled at ``SIZES`` on the 2x4 ``("data", "model")`` mesh with
     inputs laid out so: ``{opcode: count}`` without zeros.  Each layout is compiled once per
     worker (abstract inputs: ``jax.ShapeDtypeStruct`` with a sharding, no data).
-``predict(ctx, layouts)``
-    the learner's ``predict_collectives`` for each layout, handed ``PartitionSpec``s, its
-    answer normalised to ``{"counts": {opcode: count}}`` (zeros dropped), or
-    ``{"error": ...}`` / ``{"form": ...}`` when it raised or returned something else than a
-    dict of ints.  Nothing here traces or compiles, so the sandbox's meter for this request
-    counts the learner's JAX work alone.
 ``run_fsdp(ctx, mesh_shape, x, w1, w2)``
     places the host arrays with the learner's ``fsdp_specs()`` on the mesh, jits
     ``fsdp_mlp(mesh, x, w1, w2)`` with the mesh bound, lowers, compiles and runs it once:
     ``{"mesh", "specs", "inputs" (sharding records), "output", "output_sharding",
     "argument_bytes", "hlo"}``, or an ``"error"`` naming the step that failed.
 
+The learner's predictions run elsewhere: in the worker without JAX (``nojax_probes.py``).
+
 JAX entry points are bound at import, before the learner's module loads.
 """
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 
 import jax
@@ -92,34 +87,6 @@ def truth_collectives(ctx, layouts: list) -> list[dict]:
             text = _as_text(_compile(_jit(_mlp).lower(*args)))
             _TRUTH[key] = {op: n for op, n in _collective_counts(text).items() if n}
         out.append(dict(_TRUTH[key]))
-    return out
-
-
-# --- part A: the learner's predictions ---------------------------------------------------------------
-
-def _normalise(answer) -> dict:
-    if not _isinstance(answer, Mapping):
-        return {"form": f"a {_type_name(answer)}"}
-    counts = {}
-    for key, value in list(answer.items())[:64]:
-        if not _isinstance(key, str) or _isinstance(value, bool) or not _isinstance(value, numbers.Integral):
-            return {"form": f"a dict holding the entry {_type_name(key)} -> {_type_name(value)}"}
-        if int(value):
-            counts[str(key)[:80]] = int(value)
-    return {"counts": counts}
-
-
-def predict(ctx, layouts: list) -> list[dict]:
-    fn = ctx.function("predict_collectives")
-    out = []
-    for layout in layouts:
-        specs = {name: _P(*layout[name]) for name in NAMES}
-        try:
-            answer = fn(specs)
-        except Exception as exc:  # noqa: BLE001 - measured, not judged (NotImplementedError goes up)
-            out.append({"error": _first_line(exc)})
-            continue
-        out.append(_normalise(answer))
     return out
 
 
