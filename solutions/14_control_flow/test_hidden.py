@@ -7,7 +7,9 @@ in float64.  The answers of part D are judged against what the installed JAX doe
 the clean worker at grading time (``ex14_control_flow:truth_answers``).
 
 The compile-count checks use vector lengths no other check uses, so the compilations they
-count happen during their own requests; the gradient check of part B reuses the value check's
+count happen during their own requests, and each has a count floor (``grader.traced_work``):
+the function, traced, must hold a ``cond`` and its branches' work, since NumPy on the host
+beside a trivial jit compiles once per shape too; the gradient check of part B reuses the value check's
 inputs (and so its compiled programs).
 """
 
@@ -18,6 +20,8 @@ from grader.exercises.ex14_control_flow.judges import (
     draw_indices,
     draw_piecewise_inputs,
     draw_sqrt_input,
+    expect_piecewise_in_jax,
+    expect_switch_in_jax,
     index_label,
     judge_answers,
     judge_piecewise_gradients,
@@ -75,6 +79,7 @@ def test_switch_compiles_once(submission, reference, rng):
                     hint="keep index traced: one compiled program holds all three branches",
                     advice="keep index an ordinary traced argument (not static) and let lax.switch choose the branch "
                            "at run time: every index must share one compiled program")
+    expect_switch_in_jax(submission, x)  # the count floor: the compiled program is apply_branch's own work
 
 
 def test_switch_runs_one_branch(submission, rng):
@@ -104,6 +109,7 @@ def test_piecewise_compiles_once(submission, reference, rng):
                     hint="jit piecewise itself and let lax.cond choose inside the compiled program",
                     advice="jit piecewise itself, with lax.cond inside: inputs of either sign must share one compiled "
                            "program (a Python if outside jit needs one program per branch)")
+    expect_piecewise_in_jax(submission, xs[0])  # the count floor: the compiled program is piecewise's own work
 
 
 # --- part C: a square root with a finite gradient ---------------------------------------------------

@@ -73,6 +73,43 @@ def judge_switch_structure(facts: dict) -> None:
 
 # --- part B: lax.cond ---------------------------------------------------------------------------------
 
+# --- the count floor of the compile checks (grader.traced_work) --------------------------------------
+
+#: What the traced program of each function must hold.  In JAX 0.10.2 ``lax.switch`` traces to
+#: ``clamp`` and one ``cond`` with a branch per function, ``lax.cond`` to a ``cond`` with two:
+#: a ``cond`` is the control flow the statement asks for, and the branches' own work (wave's
+#: ``sin``; positive_branch's ``sin``, negative_branch's ``sqrt``) shows it is computed in JAX.
+SWITCH_NEEDS = {"lax.switch's cond": ("cond",), "wave's sin": ("sin",)}
+PIECEWISE_NEEDS = {"lax.cond's cond": ("cond",), "positive_branch's sin": ("sin",), "negative_branch's sqrt": ("sqrt",)}
+SWITCH_IN_JAX_ADVICE = ("jit apply_branch with index traced and choose with lax.switch(index, BRANCHES, x): an index "
+                        "turned into a Python int (int(index)) or branches computed in NumPy run on the host, and a "
+                        "jitted function that does none of the work only makes the compile count look right")
+PIECEWISE_IN_JAX_ADVICE = ("jit piecewise and choose with lax.cond(jnp.sum(x) > 0, positive_branch, negative_branch, "
+                           "x): a Python if on the sum or NumPy branches run on the host, and a jitted function that "
+                           "does none of the work only makes the compile count look right")
+
+
+def expect_switch_in_jax(submission, x) -> None:
+    """The count floor of apply_branch's compile checks: traced with the index *and* x as
+    tracers (``traced:work``), it holds a ``cond`` and wave's ``sin``, and no host callback.
+    Host NumPy beside a do-nothing jit also compiles once per shape."""
+    __tracebackhide__ = True
+    from grader.traced_work import expect_jax_work
+
+    found = submission.probe("traced:work", "apply_branch", [1, x])
+    expect_jax_work(found, what="apply_branch", needs=SWITCH_NEEDS, advice=SWITCH_IN_JAX_ADVICE)
+
+
+def expect_piecewise_in_jax(submission, x) -> None:
+    """The count floor of piecewise's compile checks: traced with x a tracer, it holds a
+    ``cond`` and both branches' work, and no host callback."""
+    __tracebackhide__ = True
+    from grader.traced_work import expect_jax_work
+
+    found = submission.probe("traced:work", "piecewise", [x])
+    expect_jax_work(found, what="piecewise", needs=PIECEWISE_NEEDS, advice=PIECEWISE_IN_JAX_ADVICE)
+
+
 def reference_piecewise(x: np.ndarray) -> tuple[float, np.ndarray]:
     """The value and gradient, float64, of sum(sin(x) * x) where sum(x) > 0 and sqrt(-sum(x)) elsewhere."""
     x = np.asarray(x, np.float64)
