@@ -123,7 +123,39 @@ def collective_permute_pairs(hlo_text: str) -> list[list[tuple[int, int]]]:
 
 def shard_maps(jaxpr) -> list[dict]:
     """Every ``shard_map`` of a (closed) jaxpr, nested ones included, as plain facts:
-    ``{"check_vma": bool, "in_specs": str, "out_specs": str}``."""
-    return [{"check_vma": jaxcompat.shard_map_checks_vma(eqn.params), "in_specs": str(eqn.params.get("in_specs")),
-             "out_specs": str(eqn.params.get("out_specs"))}
-            for eqn in walk_equations(jaxpr) if eqn.primitive.name == jaxcompat.SHARD_MAP_PRIMITIVE]
+    ``{"check_vma": bool, "in_specs": str, "out_specs": str, "sums_over": [axis, ...],
+    "primitives": {name: count}}``: what its body (nested calls included) sums over with a
+    psum or pmean, and which primitives it holds, so a check can ask that the collective and
+    the work were written *inside* the shard_map."""
+    out = []
+    for eqn in walk_equations(jaxpr):
+        if eqn.primitive.name != jaxcompat.SHARD_MAP_PRIMITIVE:
+            continue
+        body = eqn.params.get("jaxpr")
+        inner = list(walk_equations(body)) if body is not None else []
+        sums = sorted({str(axis) for e in inner if e.primitive.name in jaxcompat.PSUM_PRIMITIVES
+                       for axis in _axes(e.params.get("axes")) if isinstance(axis, str)})
+        out.append({"check_vma": jaxcompat.shard_map_checks_vma(eqn.params), "in_specs": str(eqn.params.get("in_specs")),
+                    "out_specs": str(eqn.params.get("out_specs")), "sums_over": sums,
+                    "primitives": dict(Counter(e.primitive.name for e in inner))})
+    return out
+
+
+def _axes(axes) -> tuple:
+    return tuple(axes) if isinstance(axes, (tuple, list)) else (axes,)
+
+
+def outside_shard_maps(jaxpr) -> dict[str, int]:
+    """How many times each primitive appears *outside* every ``shard_map`` body (nested calls
+    included, shard_map bodies skipped): the work a program does in global view."""
+    counts: Counter = Counter()
+    stack = [_inner(jaxpr)]
+    while stack:
+        j = stack.pop()
+        for eqn in j.eqns:
+            counts[eqn.primitive.name] += 1
+            if eqn.primitive.name == jaxcompat.SHARD_MAP_PRIMITIVE:
+                continue
+            for sub in jaxcompat.jaxprs_in_params(eqn.params):
+                stack.append(_inner(sub))
+    return dict(counts)

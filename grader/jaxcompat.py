@@ -48,6 +48,10 @@ NESTED_CALL_PRIMITIVES = ("jit", "pjit")
 WHILE_PRIMITIVE = "while"
 #: The primitive ``jax.shard_map`` leaves in a jaxpr (``jax.experimental.shard_map`` makes the same one).
 SHARD_MAP_PRIMITIVE = "shard_map"
+#: Primitive names of ``jax.lax.psum`` over named mesh axes (``pmean`` is a psum and a divide):
+#: ``psum_invariant`` in a shard_map with check_vma on (JAX 0.10.2), ``psum`` with it off.
+#: Their ``axes`` parameter names the mesh axes summed over.
+PSUM_PRIMITIVES = ("psum", "psum_invariant")
 #: Primitive names of ``jax.checkpoint`` (``jax.remat``) in a jaxpr.
 REMAT_PRIMITIVES = ("remat2", "checkpoint")
 #: Primitive names of host callbacks: work done in Python, outside what JAX traces.

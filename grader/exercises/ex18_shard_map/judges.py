@@ -54,6 +54,42 @@ def loss_and_grads_reference(params: dict, x, y):
     return float(np.mean(r ** 2)), {"w1": x.T @ ((g @ w2.T) * (pre > 0)), "w2": h.T @ g}
 
 
+# --- by hand: the collective and the work inside the shard_map ----------------------------------------
+
+MATMUL = "dot_general"
+
+
+def judge_by_hand(result: dict, name: str, axis: str, collective: str, mesh_shape, label: str, advice: str) -> None:
+    """The statement's skill is the collective written by hand: in the jaxpr of the very trace
+    that was compiled and run (``probes._compiled``), some shard_map's body sums over ``axis``
+    (a psum or pmean) and holds the matmuls, and no matmul is left outside every shard_map.
+    Plain jnp outside a shard_map that does nothing (or half the work) compiles to the same
+    all-reduces -- XLA inserts them -- and the compiled program alone cannot tell."""
+    expect_ran(result, name, mesh_shape, label, advice)
+    maps = result.get("shard_maps") or []
+    outside = int((result.get("outside_shard_maps") or {}).get(MATMUL, 0))
+    summing = [m for m in maps if axis in m.get("sums_over", ())]
+    working = [m for m in summing if m.get("primitives", {}).get(MATMUL)]
+    if working and not outside:
+        return
+    if not maps:
+        found = "no shard_map"
+    elif not summing:
+        found = f"no {collective} over '{axis}' inside any shard_map"
+    elif not working:
+        found = f"the shard_map that sums over '{axis}' holds no matmul"
+    else:
+        found = f"{outside} matmul(s) outside every shard_map"
+    _fail(f"{where(mesh_shape)}: {name} does not do its work by hand: {found}",
+          measured=f"{found}; shard_maps: " + "; ".join(
+              f"sums over {m.get('sums_over') or 'nothing'}, {m.get('primitives', {}).get(MATMUL, 0)} matmul(s)"
+              for m in maps),
+          expected=f"the matmuls and a {collective} over '{axis}' inside jax.shard_map, no matmul outside it",
+          diagnosis=f"{label}: in {name}'s traced program, {found}: XLA may insert the same all-reduce for plain "
+                    f"jnp outside a shard_map, but this part asks for the {collective} written by hand, per device",
+          advice=advice)
+
+
 # --- part A: the Megatron MLP with an explicit psum --------------------------------------------------
 
 MEGATRON_ADVICE = ("inside jax.shard_map each device holds x's rows for its 'data' index and its hidden units of w1 "
@@ -91,6 +127,7 @@ def judge_megatron_collectives(result, mesh_shape, label) -> None:
               expected="rows split over 'data', columns whole",
               diagnosis=f"{label}: megatron_mlp's output has {what}, not rows over 'data' and columns whole",
               advice="psum (not psum_scatter) over 'model', and out_specs P('data', None)")
+    judge_by_hand(result, "megatron_mlp", "model", "psum", mesh_shape, label, MEGATRON_ADVICE)
 
 
 # --- part B: a ring all-reduce ------------------------------------------------------------------------
@@ -193,6 +230,7 @@ def judge_dp_collectives(result, mesh_shape, label) -> None:
                         f"device's rows where they are and all-reduces only the loss and the gradients",
               advice="give shard_map x and y as P('data', None) and never gather them: each device differentiates "
                      "its own rows, and one pmean over 'data' combines the results")
+    judge_by_hand(result, "data_parallel_grads", "data", "pmean", mesh_shape, label, DP_ADVICE)
 
 
 # --- every part: check_vma left on ---------------------------------------------------------------------

@@ -30,12 +30,14 @@ from jax.sharding import Mesh as _Mesh
 from jax.sharding import NamedSharding as _NamedSharding
 from jax.sharding import PartitionSpec as _P
 
-from grader.ir import shard_maps as _shard_maps
+from grader.ir import outside_shard_maps as _outside_shard_maps, shard_maps as _shard_maps
 from grader.layouts import AXES, mesh_record as _mesh_record, sharding_record as _sharding_record
 from grader.probes.errors import first_line_or_unimplemented as _first_line, type_name as _type_name
 
 _jit = jax.jit
-_make_jaxpr = jax.make_jaxpr
+_trace = type(jax.jit(lambda v: v)).trace  # jit(f).trace(*args): one trace, its jaxpr and its lowering
+_lower = _stages.Traced.lower
+_traced_jaxpr = _stages.Traced.jaxpr.fget
 _shard_map = jax.shard_map
 _devices = jax.devices
 _device_put = jax.device_put
@@ -70,11 +72,15 @@ def _mesh(mesh_shape):
 
 
 def _compiled(result: dict, fn, args, trace: bool):
-    """Trace (for its shard_maps), lower and compile ``fn`` on ``args``; the HLO into ``result``."""
+    """Trace, lower and compile ``fn`` on ``args``; the HLO into ``result``.  With ``trace``, the
+    jaxpr read for its shard_maps (and the work outside them) is the one this very trace made,
+    the one lowered, compiled and run: the structure judged is the program whose values are."""
+    traced = _step(result, "tracing", lambda: _trace(_jit(fn), *args))
     if trace:
-        closed = _step(result, "tracing", lambda: _make_jaxpr(fn)(*args))
+        closed = _traced_jaxpr(traced)
         result["shard_maps"] = _shard_maps(closed)
-    compiled = _step(result, "compiling", lambda: _compile(_jit(fn).lower(*args)))
+        result["outside_shard_maps"] = _outside_shard_maps(closed)
+    compiled = _step(result, "compiling", lambda: _compile(_lower(traced)))
     result["hlo"] = _as_text(compiled)
     return compiled
 
