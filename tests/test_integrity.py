@@ -242,6 +242,12 @@ ACCUSED = {
     "function_from_library_code": "import json, types\n_ = types.FunctionType(json.dumps.__code__, {})\n",
     "code_swap": "import json\ndef g():\n    pass\ng.__code__ = json.dumps.__code__\n",
     "library_code_exec": "import json\nexec(json.dumps.__code__, {})\n",
+    # no frame, no audit event: the class graph to a grader class, its method's module globals
+    "grader_namespace": ("todo, found = [object], {}\nwhile todo:\n    for k in type.__subclasses__(todo.pop()):\n"
+                         "        if id(k) not in found:\n            found[id(k)] = k\n            todo.append(k)\n"
+                         "klass = [k for k in found.values() if k.__name__ == 'Context' and "
+                         "str(k.__module__).startswith('grader.')][0]\n"
+                         "klass.dispatch.__globals__['to_jax'] = lambda tree: tree\n"),
 }
 #: refused quietly: the operation raises in the learner's code and reaches nothing; not an accusation
 REFUSED = {

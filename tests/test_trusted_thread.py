@@ -13,7 +13,7 @@ from __future__ import annotations
 import dis
 import types
 
-from grader.sandbox import meter, worker
+from grader.sandbox import meter, namespaces, worker
 
 LOOKUPS = {"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL"}
 
@@ -33,6 +33,15 @@ def test_the_answer_loop_looks_up_no_global_or_builtin():
 def test_the_meter_reads_through_closures_that_look_up_no_global_or_builtin():
     runtime = {"read", "holds", "defined_at", "accusations_", "status"}  # what the trusted thread calls
     nested = [c for c in meter._closures.__code__.co_consts if isinstance(c, types.CodeType) and c.co_name in runtime]
+    assert {c.co_name for c in nested} == runtime
+    for code in nested:
+        assert _global_lookups(code) == [], code.co_name
+
+
+def test_the_grader_namespace_check_looks_up_no_global_or_builtin():
+    runtime = {"changes", "namespace_changes", "kept_changes", "function_changes", "accuse", "defined_at",
+               "name_of", "by_key_id"}
+    nested = [c for c in namespaces._closure.__code__.co_consts if isinstance(c, types.CodeType) and c.co_name in runtime]
     assert {c.co_name for c in nested} == runtime
     for code in nested:
         assert _global_lookups(code) == [], code.co_name

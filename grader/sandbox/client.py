@@ -551,7 +551,8 @@ class Sandbox:
         head = json.loads(header)
         for item in head.get("integrity", []):
             if isinstance(item, dict):
-                self.note_accusation(str(item.get("kind", "")), str(item.get("file", "")), _int(item.get("line")))
+                self.note_accusation(str(item.get("kind", "")), str(item.get("file", "")), _int(item.get("line")),
+                                     what=str(item.get("what", ""))[:200])
         for item in head.get("refused", [])[:64]:
             if isinstance(item, dict):
                 self._note_refusal(item, at_import=rid == 0)
@@ -595,10 +596,12 @@ class Sandbox:
         if reason not in self.integrity and len(self.integrity) < 16:
             self.integrity.append(reason)
 
-    def note_accusation(self, kind: str, file: str = "", line: int = 0, detail: str = "") -> None:
+    def note_accusation(self, kind: str, file: str = "", line: int = 0, detail: str = "", what: str = "") -> None:
         """An accusation with its evidence: the learner's file and line, quoted from the
-        snapshot (never from the learner's process), or ``detail`` when there is no line."""
-        self.note_violation(outcomes.accusation_text(kind) + self._evidence(file, line, detail))
+        snapshot (never from the learner's process), or ``detail`` when there is no line;
+        ``what`` names the grader's object that changed (``grader_rebind``)."""
+        named = f": `{what}`" if what else ""
+        self.note_violation(outcomes.accusation_text(kind) + named + self._evidence(file, line, detail))
 
     def _evidence(self, file: str, line: int, detail: str = "") -> str:
         where = self._learner_file(file)

@@ -81,6 +81,8 @@ ACCUSATIONS: dict[str, str] = {
     "grader_frame": "held one of the grader's own stack frames",
     "answer_pipe": "wrote to the grader's answer pipe",
     "meter_rebind": "replaced a JAX cache function the grader counts compilations with",
+    "grader_rebind": ("changed the grader's own code or data in the sandbox (a module global, a class attribute, "
+                      "a function's defaults, code or closure, reached through the class graph)"),
 }
 
 #: Why a measured number could not be taken (not an accusation: the checks that need it

@@ -17,6 +17,9 @@ Two threads
   learner code, never touches an object the learner made, and, once the learner's code
   is loaded, looks no name up at run time (everything it calls is bound in advance), so
   neither a rebound builtin nor a monkeypatched class can make it run the learner's code.
+  Before each answer it also compares the grader's own modules with the snapshot taken
+  before the learner's module loaded (``grader.sandbox.namespaces``): a change is an
+  accusation.
 * The **learner thread** imports the learner's module and answers requests: ``call``
   (run a learner function) and ``probe`` (run a measuring function from the exercise's
   ``grader/exercises/exNN_*/probes.py`` or the shared ``grader/probes/`` beside the
@@ -36,7 +39,7 @@ Wire format (bytes, one line each; the trusted side speaks first)::
     -> <id> <json request>        {"op": "call"|"probe", "target": ..., "args": [...], "kwargs": {...}}
     <- <hmac hex> <header length> <header json><body json>
        header: {"id": n, "compiles": n, "traces": n, "unmeasured": "" | why,
-                "integrity": [{"kind", "file", "line"}, ...],          (every accusation so far)
+                "integrity": [{"kind", "file", "line"[, "what"]}, ...], (every accusation so far)
                 "refused": [{"kind", "detail", "file", "line"}, ...]}  (quiet refusals since the last answer)
        body:   {"ok": <plain data>} or {"error": {...}}        (id 0 answers IMPORT)
 
@@ -309,7 +312,7 @@ def import_harness() -> None:
 
     from grader import coverage, plaindata  # noqa: F401
     from grader.sandbox import context as _context
-    from grader.sandbox import guard, seccomp  # noqa: F401
+    from grader.sandbox import guard, namespaces, seccomp  # noqa: F401
 
     if os.environ.get("GRADER_NO_JAX") == "1":  # a worker without JAX (grader.sandbox.nojax)
         from grader.sandbox import nojax  # noqa: F401
@@ -329,7 +332,7 @@ def serve(chan: _Channel) -> None:
     import signal
 
     from grader.sandbox import context as _context
-    from grader.sandbox import disk, guard, seccomp
+    from grader.sandbox import disk, guard, namespaces, seccomp
 
     hello = chan.readline()
     if not hello or not hello.startswith(b"HELLO "):
@@ -388,16 +391,22 @@ def serve(chan: _Channel) -> None:
         logging.getLogger(name).addFilter(lambda record: "persistent" not in str(record.msg).lower())
     violations: list[bytes] = []  # accusations (JSON objects), from the guard
     refusals: list[bytes] = []  # quiet refusals (JSON objects), from the guard
+    grader_modules = {n: m for n, m in sys.modules.items() if n == "grader" or n.startswith("grader.")}
     _context.seal_grader()
     if no_jax:
         nojax.install()
     seccomp.install()  # before the guard, which refuses ctypes
     guard.install(guard_roots, violations, refusals, trusted_codes=(_answer_loop.__code__,), forbidden_code=forbidden)
-    _serve_requests(chan.buf, key, meter, violations, refusals, module_path, plaindata, _context, guard_roots)
+    # the grader's modules as they are now, compared after every request (their objects stay
+    # reachable through the class graph: grader.sandbox.namespaces)
+    watch = namespaces.Watch(grader_modules, sandbox_dir)
+    del grader_modules
+    _serve_requests(chan.buf, key, meter, watch.changes, violations, refusals, module_path, plaindata, _context,
+                    guard_roots)
 
 
-def _serve_requests(pending: bytes, key: bytes, meter, violations: list, refusals: list, module_path: str,
-                    plaindata, context, roots) -> None:
+def _serve_requests(pending: bytes, key: bytes, meter, grader_changes, violations: list, refusals: list,
+                    module_path: str, plaindata, context, roots) -> None:
     """Start the learner thread and answer requests until the pipe closes (main thread).
 
     Everything the loop calls is bound here, as locals, before the learner thread starts;
@@ -410,11 +419,11 @@ def _serve_requests(pending: bytes, key: bytes, meter, violations: list, refusal
 
     inbox, outbox = _queue.SimpleQueue(), _queue.SimpleQueue()
     _thread.start_new_thread(_learner_thread, (inbox, outbox, module_path, plaindata, context, roots))
-    _answer_loop(pending, key, meter, violations, refusals, inbox.put, outbox.get, os.read, os.write,
+    _answer_loop(pending, key, meter, grader_changes, violations, refusals, inbox.put, outbox.get, os.read, os.write,
                  _hashlib.hmac_digest, b",".join, int, len, ValueError, OSError, FD_REQUESTS, FD_ANSWERS, MAX_LINE)
 
 
-def _answer_loop(pending, key, meter, violations, refusals, to_learner, from_learner, read, write,
+def _answer_loop(pending, key, meter, grader_changes, violations, refusals, to_learner, from_learner, read, write,
                  hmac_digest, join, int_, len_, ValueError_, OSError_, fd_in, fd_out, max_line) -> None:
     meter_read, meter_accusations, meter_status = meter.read, meter.accusations, meter.status
     buf = pending
@@ -450,7 +459,7 @@ def _answer_loop(pending, key, meter, violations, refusals, to_learner, from_lea
         sent += len_(fresh)
         header = b'{"id":%d,"compiles":%d,"traces":%d,"unmeasured":%s,"integrity":[%s],"refused":[%s]}' % (
             rid, after["compiles"] - before["compiles"], after["traces"] - before["traces"], meter_status(),
-            join(violations + meter_accusations()), join(fresh))
+            join(violations + meter_accusations() + grader_changes()), join(fresh))
         mac = hmac_digest(key, header + b"\n" + body, "sha256").hex().encode("ascii")
         out = mac + b" %d " % len_(header) + header + body + b"\n"
         try:

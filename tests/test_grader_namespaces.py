@@ -1,0 +1,143 @@
+"""The grader's modules stay as they were before the learner's code loaded
+(``grader.sandbox.namespaces``): any change is an accusation naming what changed.
+
+The learner's code reaches every grader class through ``object.__subclasses__()`` and every
+module namespace through a function's ``__globals__``; no audit event covers either, so the
+worker compares a snapshot of those namespaces after each request.  Here the snapshot is
+taken of small stand-in modules (named ``grader.*``) and changed the ways a file could."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from grader.sandbox.namespaces import Watch
+
+
+def _module(name: str, source: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    exec(compile(source, f"/grader/{name}.py", "exec"), vars(module))
+    return module
+
+
+PROBE = """
+CACHE = {}
+TABLE = {"generic": 1, "other": 2}
+ORDER = [1, 2]
+
+def helper(x, scale=2, *, shift=0):
+    return x * scale + shift
+
+def _make():
+    bound = helper
+    def probe(x):
+        return bound(x)
+    return probe
+
+probe = _make()
+
+class Recorder:
+    limit = 3
+    def run(self):
+        return helper(1)
+    @staticmethod
+    def static():
+        return 1
+    @property
+    def size(self):
+        return self.limit
+
+STATE = Recorder()
+"""
+
+
+@pytest.fixture
+def watched():
+    mod = _module("grader.fake_probe", PROBE)
+    return mod, Watch({"grader.fake_probe": mod}, sandbox="/learner")
+
+
+def _whats(changes) -> list[str]:
+    import json
+
+    return [json.loads(c)["what"] for c in changes]
+
+
+def test_an_untouched_grader_and_its_caches_filling_up_accuse_no_one(watched):
+    mod, watch = watched
+    mod.CACHE["key"] = object()
+    mod.ORDER.append(3)
+    mod.STATE.count = 1  # an instance gains an attribute: allowed, as caches gain entries
+    vars(mod)["__warningregistry__"] = {"version": 1}  # what `warnings` adds on its own
+    assert watch.changes() == []
+
+
+@pytest.mark.parametrize("change, what", [
+    (lambda m: setattr(m, "helper", lambda x: x), "grader.fake_probe.helper"),
+    (lambda m: vars(m).pop("ORDER"), "grader.fake_probe.ORDER"),
+    (lambda m: setattr(m, "len", lambda x: 0), "grader.fake_probe.len"),  # would shadow the builtin
+    (lambda m: setattr(m.Recorder, "run", lambda self: 0), "grader.fake_probe.Recorder.run"),
+    (lambda m: setattr(m.Recorder, "__enter__", lambda self: 0), "grader.fake_probe.Recorder.__enter__"),
+    (lambda m: setattr(m.helper, "__defaults__", (0,)), "grader.fake_probe.helper.__defaults__"),
+    (lambda m: setattr(m.helper, "__kwdefaults__", {"shift": 9}), "grader.fake_probe.helper.__kwdefaults__"),
+    (lambda m: setattr(m.helper, "__code__", (lambda x, scale=2, *, shift=0: 0).__code__),
+     "grader.fake_probe.helper.__code__"),
+    (lambda m: setattr(m.probe.__closure__[0], "cell_contents", abs), "grader.fake_probe.probe.<closure>"),
+    (lambda m: m.TABLE.__setitem__("generic", 7), "grader.fake_probe.TABLE[generic]"),
+    (lambda m: m.ORDER.__setitem__(0, 7), "grader.fake_probe.ORDER"),
+    (lambda m: setattr(m.STATE, "limit", 9) or setattr(m.Recorder, "limit", 9), "grader.fake_probe.Recorder.limit"),
+])
+def test_each_change_is_an_accusation_naming_it(watched, change, what):
+    mod, watch = watched
+    change(mod)
+    assert what in _whats(watch.changes())
+
+
+def test_the_accusation_names_where_the_replacement_was_defined_and_is_made_once(watched):
+    import json
+
+    mod, watch = watched
+
+    def fake(x):
+        return x
+
+    mod.helper = fake
+    first = watch.changes()
+    assert len(first) == 1 and watch.changes() == first  # sticky, not repeated
+    got = json.loads(first[0])
+    assert got["kind"] == "grader_rebind" and got["file"] == __file__
+    assert got["line"] == fake.__code__.co_firstlineno
+
+
+def test_a_key_of_the_learners_never_runs_its_code():
+    ran = []
+
+    class Sly(str):
+        def __eq__(self, other):
+            ran.append(1)
+            return True
+
+        __hash__ = str.__hash__
+
+    mod = _module("grader.fake_probe", PROBE)
+    watch = Watch({"grader.fake_probe": mod})
+    vars(mod)[Sly("extra")] = 1  # a key the snapshot never saw
+    vars(mod)[Sly("helper")] = 1  # equal to `helper` by its own __eq__: replaces that name's value
+    mod.TABLE[Sly("generic")] = 2
+    ran.clear()
+    assert sorted(_whats(watch.changes())) == ["grader.fake_probe.<a key that is not a string>",
+                                               "grader.fake_probe.TABLE[generic]", "grader.fake_probe.helper"]
+    assert ran == []  # the comparison ran none of the keys' code
+
+
+def test_the_real_graders_modules_are_watched_with_its_probes():
+    import sys
+
+    from grader.sandbox import context
+
+    context.preload_probes("ex03_")
+    modules = {n: m for n, m in sys.modules.items() if n == "grader" or n.startswith("grader.")}
+    watch = Watch(modules)
+    assert watch.changes() == []
+    assert {"grader.probes.generic", "grader.sandbox.context", "grader.exercises.ex03_grad_norms.probes"} <= set(modules)
