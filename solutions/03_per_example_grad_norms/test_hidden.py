@@ -13,7 +13,7 @@ import pytest
 from grader.coverage import Coverage
 from grader.feedback import CheckFailed, describe
 from grader.exercises.ex03_grad_norms.judges import expect_compiles_per_shape, expect_no_batch_loop, \
-    expect_norms_in_jax, expect_params_not_mapped
+    expect_norms_in_jax, expect_params_not_mapped, traced_summary
 from grader.testing import count_compiles, probe_both
 
 DEPTH = {1: 1, 5: 2, 16: 3}  # hidden layers of the model each batch size is checked on
@@ -139,11 +139,14 @@ def test_no_loop_over_batch(submission, reference, rng):
     for batch in (2, 24):
         xs = rng.normal(size=(batch, 3)).astype(np.float32)
         ys = rng.normal(size=(batch, 2)).astype(np.float32)
-        summaries[batch], references[batch] = probe_both(submission, reference, "generic:jaxpr_of",
-                                                         "per_example_grad_norms", [params, xs, ys])
+        # structure and values from one trace: the program judged is the one that computes the norms
+        mine, theirs = probe_both(submission, reference, "generic:jaxpr_and_values", "per_example_grad_norms",
+                                  [params, xs, ys])
+        summaries[batch] = traced_summary(mine, reference_norms(params, xs, ys))
+        references[batch] = theirs["jaxpr"] if theirs is not None else None
     expect_no_batch_loop(summaries, references if reference is not None else None)
     expect_params_not_mapped(submission.probe("ex03_grad_norms:params_copied", "per_example_grad_norms",
-                                              [params, xs, ys]))  # the batch of 24 drawn last
+                                              [params, xs, ys]), reference_norms(params, xs, ys))  # the batch of 24 drawn last
 
 
 def test_one_compile_per_shape(submission, reference, rng):

@@ -1,7 +1,11 @@
 """Exercise 3 (per-example gradient norms): whether the program loops over the batch, shared by
 the public check (a small fixed model) and the hidden one (a drawn model).  Plain data only.
 
-The learner's ``per_example_grad_norms`` is traced (``generic:jaxpr_of``) at two batch sizes:
+The learner's ``per_example_grad_norms`` is traced at two batch sizes, each time under the
+grader's own ``jax.jit`` with the values read from that same trace (``generic:jaxpr_and_values``,
+``traced_summary``): the program whose structure is judged must compute the norms, so a
+function that shows tracers a small program and concrete arrays a loop earns nothing here.
+Then:
 a JAX loop shows as a ``scan`` or ``while`` equation, a Python loop as a program that grows
 with the batch, and a Python loop over a batch padded to a fixed size as a program many times
 the reference solution's (only where the reference is at hand: the course's grading).
@@ -17,6 +21,42 @@ from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
 #: fixed size (to pass "does not grow") holds one backward pass per padded example, 16 or
 #: more since batches of 16 must be right.
 MAX_EQN_RATIO = 5.0
+
+
+#: How close the traced program's norms must be to the reference's (as the value checks ask).
+TRACED_RTOL, TRACED_ATOL = 2e-4, 1e-5
+
+
+def traced_summary(answer: dict, expected, *, what: str = "per_example_grad_norms") -> dict:
+    """The jaxpr summary of a ``generic:jaxpr_and_values`` (or ``ex03_grad_norms:params_copied``)
+    answer, once the same trace's outputs are shown to be the per-example norms ``expected``.
+    Raises ``CheckFailed`` when tracing or running that program failed or its numbers differ:
+    the structure checks judge only a program that computes what the value checks checked."""
+    __tracebackhide__ = True
+    import numpy as np
+
+    advice = ("write one program for every input: the grader traces per_example_grad_norms under jax.jit and runs "
+              "that very program, so code that behaves differently when its inputs are tracers (isinstance(x, "
+              "jax.core.Tracer)) or that only works on concrete arrays is judged by what it computes when traced")
+    if not isinstance(answer, dict) or "error" in answer:
+        error = answer.get("error", "") if isinstance(answer, dict) else ""
+        raise CheckFailed(
+            f"{what} could not be traced and run under jax.jit",
+            measured=error or "no program", expected="a function JAX can trace, compile and run", hint=advice,
+            advice=advice,
+            diagnosis="tracing the function under jax.jit, or running the program that trace built, raised an error: "
+                      "the structure of the program cannot be judged")
+    out = np.asarray(answer.get("outputs"))
+    expected = np.asarray(expected)
+    if out.shape != expected.shape or not np.allclose(out, expected, rtol=TRACED_RTOL, atol=TRACED_ATOL):
+        measured = (f"shape {out.shape}, expected {expected.shape}" if out.shape != expected.shape else
+                    f"largest difference from the reference norms: {float(np.max(np.abs(out - expected))):.3g}")
+        raise CheckFailed(
+            "the program the grader traced does not compute the per-example gradient norms",
+            measured=measured, expected=f"the norms, within rtol={TRACED_RTOL:g}", hint=advice, advice=advice,
+            diagnosis="traced under jax.jit and run, the function gives numbers that are not the per-example norms: "
+                      "the structure judged here must be that of the program that computes them")
+    return answer["jaxpr"]
 
 
 def expect_no_batch_loop(summaries: dict, references: dict | None) -> None:
@@ -60,11 +100,15 @@ def expect_no_batch_loop(summaries: dict, references: dict | None) -> None:
                       "over a padded batch, where jax.vmap builds one batched copy")
 
 
-def expect_params_not_mapped(found: dict) -> None:
+def expect_params_not_mapped(found: dict, expected=None) -> None:
     """``found``: an ``ex03_grad_norms:params_copied`` answer.  The parameters are shared by
     every example: a program that copies them once per example (to map them with
-    ``in_axes=0``) gives the same numbers with B times the parameter memory."""
+    ``in_axes=0``) gives the same numbers with B times the parameter memory.  With
+    ``expected`` (the norms), the traced program's own outputs must be them
+    (``traced_summary``) before its copies are counted."""
     __tracebackhide__ = True
+    if expected is not None:
+        traced_summary({**found, "jaxpr": None} if isinstance(found, dict) else found, expected)
     copies = int(found.get("copies", 0)) if isinstance(found, dict) else 0
     if copies:
         advice = ("pass the parameters to jax.vmap unmapped, in_axes=(None, 0, 0): every example uses the same "

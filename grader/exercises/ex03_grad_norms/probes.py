@@ -1,12 +1,16 @@
 """Probes for exercise 3 (per-example gradient norms): whether the parameters are mapped.
 
 ``params_copied(ctx, target, args)``
-    ``jax.make_jaxpr`` of ``target(*args)`` (``args`` = ``[params, xs, ys]``), and how many of
-    its ``broadcast_in_dim`` equations copy a parameter leaf, unchanged, to a new leading axis
-    of the batch's size: what ``jnp.broadcast_to(p, (B,) + p.shape)`` before a ``vmap`` with
-    ``in_axes=0`` does.  The parameters are followed into nested jaxprs (the learner's jit,
-    custom rules) by position; ``vmap`` with ``in_axes=(None, 0, 0)`` never copies them.
-    Returns ``{"copies": n, "leaves": number of parameter leaves}``.  It measures only.
+    ``target(*args)`` (``args`` = ``[params, xs, ys]``) traced once under our own ``jax.jit``
+    (``grader.probes.generic.traced_run``), and how many of that jaxpr's ``broadcast_in_dim``
+    equations copy a parameter leaf, unchanged, to a new leading axis of the batch's size:
+    what ``jnp.broadcast_to(p, (B,) + p.shape)`` before a ``vmap`` with ``in_axes=0`` does.
+    The parameters are followed into nested jaxprs (the learner's jit, custom rules) by
+    position; ``vmap`` with ``in_axes=(None, 0, 0)`` never copies them.  Returns ``{"copies":
+    n, "leaves": number of parameter leaves, "outputs": the norms that very program computed}``
+    (``"error"`` instead of ``"outputs"`` when a stage failed): the trusted side checks those
+    numbers, so the structure judged is that of a program that computes the norms -- not of
+    one the function shows only when it sees tracers.  It measures only.
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ from __future__ import annotations
 import jax
 
 from grader import jaxcompat
+from grader.probes.errors import first_line
+from grader.probes.generic import traced_run
 from grader.sandbox.context import to_jax
 
 # Bound at import time (probe modules load before the learner's module does).
-_make_jaxpr = jax.make_jaxpr
 _leaves = jax.tree.leaves
 
 
@@ -38,7 +43,14 @@ def _copies(jaxpr, param_ids: set, lead: int) -> int:
 def params_copied(ctx, target: str, args: list) -> dict:
     fn = ctx.function(target)
     params, xs, ys = to_jax(list(args))
-    closed = _make_jaxpr(fn)(params, xs, ys)
+    run = traced_run(fn, params, xs, ys)
     n = len(_leaves(params))
-    ids = {id(v) for v in closed.jaxpr.invars[:n]}
-    return {"copies": _copies(closed, ids, int(xs.shape[0])), "leaves": n}
+    out: dict = {"copies": 0, "leaves": n}
+    if run.jaxpr is not None:
+        ids = {id(v) for v in run.jaxpr.jaxpr.invars[:n]}
+        out["copies"] = _copies(run.jaxpr, ids, int(xs.shape[0]))
+    if run.error is not None:
+        out["error"] = first_line(run.error)
+    else:
+        out["outputs"] = run.outputs
+    return out
