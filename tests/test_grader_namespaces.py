@@ -140,4 +140,5 @@ def test_the_real_graders_modules_are_watched_with_its_probes():
     modules = {n: m for n, m in sys.modules.items() if n == "grader" or n.startswith("grader.")}
     watch = Watch(modules)
     assert watch.changes() == []
-    assert {"grader.probes.generic", "grader.sandbox.context", "grader.exercises.ex03_grad_norms.probes"} <= set(modules)
+    assert {"grader.probes.generic", "grader.sandbox.context",
+            "grader.exercises.ex03_grad_norms.probes"} <= set(modules)

@@ -6,7 +6,8 @@ audit event -- it can reach and rebind any module global of the grader's, and it
 replace builtins.  Code that the trusted thread runs while answering requests (the answer
 loop, the compile meter) therefore looks up no global or builtin name at run time: all it
 calls is bound as locals or closure cells before the learner's module is imported.  This
-reads their bytecode, nested functions included."""
+reads their bytecode, nested functions included -- the grader-namespace check
+(``grader.sandbox.namespaces``) too."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def test_the_meter_reads_through_closures_that_look_up_no_global_or_builtin():
 def test_the_grader_namespace_check_looks_up_no_global_or_builtin():
     runtime = {"changes", "namespace_changes", "kept_changes", "function_changes", "accuse", "defined_at",
                "name_of", "by_key_id"}
-    nested = [c for c in namespaces._closure.__code__.co_consts if isinstance(c, types.CodeType) and c.co_name in runtime]
+    nested = [c for c in namespaces._closure.__code__.co_consts
+              if isinstance(c, types.CodeType) and c.co_name in runtime]
     assert {c.co_name for c in nested} == runtime
     for code in nested:
         assert _global_lookups(code) == [], code.co_name

@@ -145,8 +145,9 @@ def test_no_loop_over_batch(submission, reference, rng):
         summaries[batch] = traced_summary(mine, reference_norms(params, xs, ys))
         references[batch] = theirs["jaxpr"] if theirs is not None else None
     expect_no_batch_loop(summaries, references if reference is not None else None)
+    # the batch of 24 drawn last
     expect_params_not_mapped(submission.probe("ex03_grad_norms:params_copied", "per_example_grad_norms",
-                                              [params, xs, ys]), reference_norms(params, xs, ys))  # the batch of 24 drawn last
+                                              [params, xs, ys]), reference_norms(params, xs, ys))
 
 
 def test_one_compile_per_shape(submission, reference, rng):
