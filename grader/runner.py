@@ -444,6 +444,10 @@ def _run_pytest(folder: Path, runs: dict[int, ExerciseRun], on_check=None) -> di
         # only the plugins the verdicts need: no third-party plugin an installed package
         # registers (anyio, jaxtyping, xdist, ...) runs in the trusted process, or costs its import
         "-p", "pytest_metadata.plugin", "-p", "pytest_jsonreport.plugin",
+        # pytest's unraisable-exception plugin runs full garbage collections at the end of every
+        # session (0.2-1 s each in a process that has graded for a while: `grade verify`,
+        # `grade batch`); what it reports (a __del__ that raised on the trusted side) is no verdict
+        "-p", "no:unraisableexception",
         "--json-report-file=none", "-W", "ignore::DeprecationWarning",
     ]
     autoload = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
