@@ -107,7 +107,8 @@ def latest_scores(path: Path) -> dict[str, tuple[int, ...]]:
 
 def snapshot(path: Path) -> list:
     """The gradebook's content, less what differs between two runs of the same batch: row
-    ids, record ids, times and durations; the gradebook's own folder (clones live there)."""
+    ids, record ids, times, durations and the workers' timings; the gradebook's own folder
+    (clones live there)."""
     db = sqlite3.connect(path)
     prefix = str(path.parent)
     out = []
@@ -116,6 +117,7 @@ def snapshot(path: Path) -> list:
                           " jax_version, hidden_digest, checks_digest, origin, result_json FROM gradings"):
         result = json.loads(row[-1])
         result.pop("duration_s")
+        result.pop("timings", None)
         for c in result["checks"]:
             c.pop("duration_s")
         checks = db.execute("SELECT position, name, visibility, status, score, max_score, message, private"
