@@ -66,8 +66,9 @@ def test_grad_works_small(submission, truth):
                       "lax.stop_gradient the state (the frozen z still carries the earlier steps' gradient)")
 
 
-def test_loop_is_a_scan_small(submission, reference):
-    found = {m: structure(submission, THETA, X, m, reference) for m in (7, MAX_STEPS)}
+def test_loop_is_a_scan_small(submission, reference, truth):
+    # structure and values from one trace: the program judged must compute while_version's result
+    found = {m: structure(submission, truth, THETA, X, m, reference) for m in (7, MAX_STEPS)}
     for m, (learner, ref) in found.items():
         expect_no_while(learner["primitives"], "scan_version")
         expect_scan_of_max_steps(learner, m)

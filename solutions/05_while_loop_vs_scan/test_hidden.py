@@ -20,7 +20,10 @@ the while loop, whose rules are traced into the gradient's jaxpr).  `lax.fori_lo
 Python-int bounds is accepted: JAX builds it from `scan` of length max_steps.
 
 The two structural checks (`uses_scan_not_while`, `no_python_unrolling`) only score a
-`scan_version` whose outputs match `while_version` on an input drawn for them.  A failed
+`scan_version` whose outputs match `while_version` on an input drawn for them.  Every jaxpr
+read here comes from one trace under the grader's jit whose own outputs must be
+`while_version`'s (`judges.structure`): a function that shows tracers a good scan and computes
+with something else on concrete arrays is judged by the program it traced.  A failed
 check tells the learner what is true of the failure (``diagnosis``/``advice``), never a
 drawn value.
 """
@@ -215,7 +218,7 @@ def test_matches_while_version(submission, truth, rng, seed):
     cases = draw_match_cases(rng, size_of(seed))
     ensure("matches_while_version", MATCH_REQUIRED, case_labels(cases))
     _, theta, x, max_steps = cases[0]
-    expect_no_while(structure(submission, theta, x, max_steps)[0]["primitives"], "scan_version")
+    expect_no_while(structure(submission, truth, theta, x, max_steps)[0]["primitives"], "scan_version")
     problems, kinds = [], {}
     for kind, theta, x, max_steps in cases:
         steps_ok, z_ok, steps, steps_ref = agrees(submission, truth, theta, x, max_steps)
@@ -308,7 +311,7 @@ def test_grad_works_and_matches_forward(submission, truth, rng):
 def test_uses_scan_not_while(submission, reference, truth, rng):
     theta, x = require_correct(submission, truth, rng, "uses_scan_not_while")
     for max_steps in (10, 37):
-        found, ref = structure(submission, theta, x, max_steps, reference)
+        found, ref = structure(submission, truth, theta, x, max_steps, reference)
         expect_no_while(found["primitives"], "scan_version")
         expect_one_copy_of_the_step(found, ref, max_steps, "uses_scan_not_while")
         expect_scan_of_max_steps(found, max_steps)
@@ -316,7 +319,7 @@ def test_uses_scan_not_while(submission, reference, truth, rng):
 
 def test_no_python_unrolling(submission, reference, truth, rng):
     theta, x = require_correct(submission, truth, rng, "no_python_unrolling")
-    found = {m: structure(submission, theta, x, m, reference) for m in (10, 100)}
+    found = {m: structure(submission, truth, theta, x, m, reference) for m in (10, 100)}
     expect_no_unrolling({m: learner["total_eqns"] for m, (learner, _) in found.items()})
     for m, (learner, ref) in found.items():
         expect_one_copy_of_the_step(learner, ref, m, "no_python_unrolling")

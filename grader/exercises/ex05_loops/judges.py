@@ -43,10 +43,53 @@ def weighted_grads(weights, j_theta, j_x):
             (w @ np.asarray(j_x, np.float64)).astype(np.float32))
 
 
-def structure(submission, theta, x, max_steps, reference=None):
+def structure(submission, truth, theta, x, max_steps, reference=None):
     """The learner's scan_version's structure, and the reference solution's for the same input
-    (None where it is not available)."""
-    return probe_both(submission, reference, "ex05_loops:loop_structure", "scan_version", theta, x, max_steps)
+    (None where it is not available).  Both come from one trace under the grader's jit
+    (``ex05_loops:loop_structure``), and the learner's is returned only once that trace's own
+    ``(z, n_steps)`` are shown to be the grader's while loop's (``traced_program_matches``):
+    the structure judged is that of the program that computes the answer."""
+    __tracebackhide__ = True
+    found, ref = probe_both(submission, reference, "ex05_loops:loop_structure", "scan_version", theta, x, max_steps)
+    truth_out = truth.probe("ex05_loops:while_reference", theta, x, max_steps)
+    traced_program_matches(found, truth_out["z"], int(truth_out["n_steps"]), max_steps)
+    return found, ref
+
+
+TRACED_ADVICE = ("write one program for every input: the grader traces scan_version under jax.jit and runs that very "
+                 "program, so code that behaves differently when its inputs are tracers (isinstance(x, "
+                 "jax.core.Tracer)) or that only works on concrete arrays is judged by what it computes when traced")
+
+
+def traced_program_matches(found: dict, z_ref, steps_ref: int, max_steps: int) -> None:
+    """``found``: a ``loop_structure`` answer.  Raises ``CheckFailed`` unless the program that
+    was traced ran and gave while_version's ``(z, n_steps)`` (the value checks' tolerance)."""
+    __tracebackhide__ = True
+    if "error" in found or "outputs" not in found:
+        raise CheckFailed(
+            "scan_version could not be traced and run under jax.jit",
+            measured=found.get("error", "no program"), expected="a function JAX can trace, compile and run "
+                                                                "(max_steps a Python int)",
+            hint=TRACED_ADVICE, advice=TRACED_ADVICE,
+            diagnosis="tracing scan_version under jax.jit (max_steps static), or running the program that trace "
+                      "built, raised an error: the structure of the program cannot be judged")
+    try:
+        z, steps = unpack(found["outputs"], np.asarray(z_ref).size, what="the program the grader traced")
+    except CheckFailed:
+        z, steps = None, None
+    z_ok = z is not None and bool(np.all(np.isfinite(z))) and bool(np.allclose(z, z_ref, rtol=1e-5, atol=1e-6))
+    if not (z_ok and steps == int(steps_ref)):
+        raise CheckFailed(
+            "the program the grader traced does not compute while_version's (z, n_steps)",
+            measured=f"max_steps={max_steps}: " + ("its outputs are not a pair (z, n_steps)" if z is None else
+                                                   ", ".join(w for w, bad in (("z differs", not z_ok),
+                                                                              ("n_steps differs", steps != steps_ref))
+                                                             if bad)),
+            expected="the same (z, n_steps) as while_version (z within rtol=1e-5, atol=1e-6)",
+            hint=TRACED_ADVICE, advice=TRACED_ADVICE,
+            diagnosis="traced under jax.jit and run, scan_version gives results that are not while_version's: the "
+                      "structure judged here must be that of the program that computes them (code that behaves "
+                      "differently under tracing)")
 
 
 #: At most this many times the reference solution's jaxpr equations: a scan traces the step

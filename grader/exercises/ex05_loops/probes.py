@@ -15,8 +15,13 @@
     of its own copy of the while-loop iteration.
 
 ``loop_structure(ctx, target, theta, x, max_steps)``
-    The jaxpr of ``target(theta, x, max_steps)`` (``max_steps`` static): its primitive counts
-    and equation count, nested jaxprs included, and the ``length`` of every ``scan`` in it.
+    ``target(theta, x, max_steps)`` traced once under our own ``jax.jit`` with ``max_steps``
+    closed over as a Python int (``grader.probes.generic.traced_run``): that jaxpr's primitive
+    counts and equation count, nested jaxprs included, the ``length`` of every ``scan`` in it,
+    and ``"outputs"``, the ``(z, n_steps)`` that very program computed (``"error"`` instead
+    when tracing or running it failed).  The trusted side compares those outputs with the
+    while loop's before it reads the structure, so the structure judged is that of the
+    program that computes the answer -- not of one the function shows only to tracers.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from grader import ir
 from grader.jaxcompat import SCAN_PRIMITIVE
 from grader.sandbox.context import to_jax
 from grader.probes.errors import first_line as _first_line
+from grader.probes.generic import traced_run
 
 # Bound at import time (probe modules load before the learner's module does).
 _grad = jax.grad
@@ -65,10 +71,24 @@ def grad_of_weighted_output(ctx, target: str, theta, x, weights, max_steps: int)
 
 def loop_structure(ctx, target: str, theta, x, max_steps: int) -> dict:
     fn = ctx.function(target)
-    closed = _make_jaxpr(fn, static_argnums=(2,))(*to_jax([theta, x]), int(max_steps))
-    scans = [int(e.params.get("length", -1)) for e in ir.walk_equations(closed) if e.primitive.name == SCAN_PRIMITIVE]
-    return {"primitives": ir.primitive_counts(closed), "total_eqns": sum(1 for _ in ir.walk_equations(closed)),
-            "scan_lengths": scans[:100]}
+    steps = int(max_steps)
+
+    def with_steps(th, xx):  # max_steps stays a Python int: closed over, never traced
+        return fn(th, xx, steps)
+
+    run = traced_run(with_steps, *to_jax([theta, x]))
+    out: dict = {"primitives": {}, "total_eqns": 0, "scan_lengths": []}
+    if run.jaxpr is not None:
+        closed = run.jaxpr
+        scans = [int(e.params.get("length", -1)) for e in ir.walk_equations(closed)
+                 if e.primitive.name == SCAN_PRIMITIVE]
+        out.update(primitives=ir.primitive_counts(closed), total_eqns=sum(1 for _ in ir.walk_equations(closed)),
+                   scan_lengths=scans[:100])
+    if run.error is not None:
+        out["error"] = _first_line(run.error)
+    else:
+        out["outputs"] = run.outputs
+    return out
 
 
 # --- trusted references, run in the clean worker (manifest clean_worker = true) -----------
