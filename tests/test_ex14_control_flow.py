@@ -42,7 +42,7 @@ def test_structure_probe_tells_switch_from_select():
     switch = jax.jit(lambda i, v: lax.switch(i, BRANCHES, v))
     facts = probes.switch_structure(_ctx(apply_branch=switch), x)
     assert facts["conds"] == [3] and "sin" not in facts["outside"]
-    judges.judge_switch_structure(facts)
+    judges.judge_switch_structure(facts, x)
 
     def select(i, v):
         i = jnp.clip(i, 0, 2)
@@ -50,10 +50,25 @@ def test_structure_probe_tells_switch_from_select():
 
     facts = probes.switch_structure(_ctx(apply_branch=jax.jit(select)), x)
     with pytest.raises(CheckFailed):
-        judges.judge_switch_structure(facts)
+        judges.judge_switch_structure(facts, x)
     nested = jax.jit(lambda i, v: lax.cond(i <= 0, BRANCHES[0], lambda u: lax.cond(i == 1, BRANCHES[1],
                                                                                   BRANCHES[2], u), v))
-    judges.judge_switch_structure(probes.switch_structure(_ctx(apply_branch=nested), x))
+    judges.judge_switch_structure(probes.switch_structure(_ctx(apply_branch=nested), x), x)
+
+
+def test_structure_is_judged_on_the_program_that_computes():
+    """A function that shows tracers a switch and computes every branch on concrete values
+    (red team 2, attack 12) is judged by the traced program, whose output must be wave(x)."""
+    x = np.float32([1.0, 2.0])
+
+    def two_faced(i, v):
+        if isinstance(v, jax.core.Tracer):
+            return lax.switch(i, (BRANCHES[0], lambda u: u * 0.0, BRANCHES[2]), v)
+        return jnp.select([i <= 0, i == 1, i >= 2], [f(v) for f in BRANCHES])
+
+    with pytest.raises(CheckFailed) as err:
+        judges.judge_switch_structure(probes.switch_structure(_ctx(apply_branch=two_faced), x), x)
+    assert "traced" in err.value.diagnosis
 
 
 def _pos(x):

@@ -28,7 +28,7 @@ def test_switch_small(submission, reference):
     indices = [-1, 0, 1, 2, 3]
     outputs, compiles = count_compiles(submission, reference, "apply_branch", [{"args": [i, X]} for i in indices])
     judge_switch(outputs, indices, X)
-    judge_switch_structure(submission.probe("ex14_control_flow:switch_structure", X))
+    judge_switch_structure(submission.probe("ex14_control_flow:switch_structure", X), X)  # one trace: structure and value
     expect_compiles(compiles, at_least=1, at_most=1, what="apply_branch (indices -1, 0, 1, 2, 3)",
                     hint="keep index an ordinary traced argument (not static) and let lax.switch choose")
     expect_switch_in_jax(submission, X)  # the count floor: one compile of a function that does the work

@@ -59,7 +59,34 @@ def judge_switch(got: list, indices: list, x: np.ndarray) -> None:
                 diagnosis=f"apply_branch gives the wrong result for {where}", advice=advice)
 
 
-def judge_switch_structure(facts: dict) -> None:
+TRACED_ADVICE = ("write one program for every input: the grader traces apply_branch under jax.jit (index and x "
+                 "traced) and runs that very program, so code that behaves differently when its inputs are tracers "
+                 "(isinstance(x, jax.core.Tracer)) is judged by what it computes when traced")
+
+
+def judge_switch_structure(facts: dict, x) -> None:
+    """``facts``: a ``switch_structure`` answer (``apply_branch(1, x)`` traced).  The traced
+    program's own output must first be wave(x): the structure judged is that of the program
+    that computes the answer."""
+    __tracebackhide__ = True
+    if "error" in facts or "outputs" not in facts:
+        raise CheckFailed(
+            "apply_branch could not be traced and run under jax.jit", measured=facts.get("error", "no program"),
+            expected="a function JAX can trace, compile and run with a traced index", hint=TRACED_ADVICE,
+            diagnosis="tracing apply_branch under jax.jit with a traced index, or running the program that "
+                      "trace built, raised an error: the structure of the program cannot be judged",
+            advice=TRACED_ADVICE)
+    out, want = facts["outputs"], branch(1, x)
+    if not isinstance(out, np.ndarray) or out.shape != want.shape or \
+            not np.allclose(out.astype(np.float64), want, rtol=1e-5, atol=1e-6):
+        raise CheckFailed(
+            "the program the grader traced does not compute lax.switch's result",
+            measured=describe(out) if not isinstance(out, np.ndarray) or out.shape != want.shape else
+            f"index 1: largest difference {float(np.max(np.abs(out - want))):.3g}",
+            expected="wave(x) for index 1 (rtol 1e-5)", hint=TRACED_ADVICE,
+            diagnosis="traced under jax.jit and run, apply_branch gives a result that is not the chosen "
+                      "branch's: the structure judged here must be that of the program that computes it (code "
+                      "that behaves differently under tracing)", advice=TRACED_ADVICE)
     conds, outside = facts["conds"], facts["outside"]
     if "sin" in outside or not conds:
         advice = ("use lax.switch(index, BRANCHES, x): it becomes one cond whose branches run only when chosen; "

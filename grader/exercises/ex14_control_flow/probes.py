@@ -4,10 +4,14 @@ and one run in the clean worker.  Each returns plain data; the verdicts are the 
 ``switch_values(ctx, indices, x)``
     ``apply_branch(i, x)`` for each Python int ``i``.
 ``switch_structure(ctx, x)``
-    the jaxpr of ``apply_branch`` with a traced index: the number of branches of every
-    ``cond`` in it, and the primitives that run *outside* any ``cond`` branch (at every depth,
-    nested ``jit`` included), so a program that computes every branch and selects shows its
-    ``sin`` there.
+    ``apply_branch(1, x)`` traced once under our own ``jax.jit`` with the index a tracer
+    (``grader.probes.generic.traced_run``): the number of branches of every ``cond`` in that
+    jaxpr, and the primitives that run *outside* any ``cond`` branch (at every depth, nested
+    ``jit`` included), so a program that computes every branch and selects shows its ``sin``
+    there; and ``"outputs"``, what that very program computed (``"error"`` instead when
+    tracing or running it failed), which the trusted side compares with wave(x) before it
+    reads the structure -- a function that shows tracers a switch and computes otherwise on
+    concrete values is judged by the program it traced.
 ``piecewise_values(ctx, xs)`` / ``safe_sqrt_values(ctx, x)``
     the value and gradient of the learner's function (``piecewise(x)`` as the learner jitted
     it, ``safe_sqrt`` under our ``jax.jit``; the gradient is ``jax.grad`` of ``sum(f(x))`` under
@@ -27,10 +31,10 @@ import numpy as np
 
 from grader import jaxcompat
 from grader.probes.errors import first_line_or_unimplemented as _first_line
+from grader.probes.generic import traced_run
 
 _jit = jax.jit
 _grad = jax.grad
-_make_jaxpr = jax.make_jaxpr
 _device_put = jax.device_put
 _block = jax.block_until_ready
 _sum = jnp.sum
@@ -57,9 +61,14 @@ def _inner(jaxpr):
 def switch_structure(ctx, x) -> dict:
     """Which primitives run outside every ``cond`` branch, and how many branches each ``cond`` has."""
     fn = ctx.function("apply_branch")
-    closed = _make_jaxpr(fn)(_device_put(np.int32(1)), _device_put(x))
+    run = traced_run(fn, _device_put(np.int32(1)), _device_put(x))
     conds, outside = [], {}
-    stack = [_inner(closed)]
+    out: dict = {"conds": conds, "outside": outside}
+    if run.error is not None:
+        out["error"] = _first_line(run.error)
+    else:
+        out["outputs"] = _asarray(run.outputs)
+    stack = [_inner(run.jaxpr)] if run.jaxpr is not None else []
     while stack:
         for eqn in stack.pop().eqns:
             name = eqn.primitive.name
@@ -68,7 +77,7 @@ def switch_structure(ctx, x) -> dict:
                 continue  # what a branch does runs only when it is chosen
             outside[name] = outside.get(name, 0) + 1
             stack.extend(_inner(sub) for sub in _jaxprs_in_params(eqn.params))
-    return {"conds": conds, "outside": outside}
+    return out
 
 
 _GRADS: dict = {}
