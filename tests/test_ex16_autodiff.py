@@ -95,6 +95,20 @@ def test_clip_gradient_judges_and_a_custom_jvp_cannot_clip():
         judges.judge_clip(probes.clip_values(_ctx(clip_gradient=lambda lo, hi, x: jnp.clip(x, lo, hi)), cases), cases)
     assert "clips the values" in err.value.diagnosis
 
+    @jax.custom_vjp
+    def shown(lo, hi, x):  # a forward pass that loses x; only the backward rule is right
+        return jnp.zeros_like(x)
+
+    shown.defvjp(lambda lo, hi, x: (jnp.zeros_like(x), (lo, hi)), lambda res, g: (None, None, jnp.clip(g, *res)))
+
+    def two_faced(lo, hi, x):  # red team 2, attack 12: the custom_vjp for tracers, x itself for concrete arrays
+        return shown(lo, hi, x) if isinstance(x, jax.core.Tracer) else x
+
+    with pytest.raises(CheckFailed) as err:
+        judges.judge_clip_composed(probes.clip_composed(_ctx(clip_gradient=two_faced), case["lo"], case["hi"],
+                                                        case["xs"], case["ws"]), case)
+    assert "traced under jax.jit" in err.value.diagnosis
+
     @jax.custom_jvp
     def tangent_clip(x):
         return x

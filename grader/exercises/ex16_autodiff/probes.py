@@ -19,7 +19,11 @@ derivatives).
     ``x``, called as they are (no jit); ``lo`` and ``hi`` are Python floats.
 ``clip_composed(ctx, lo, hi, xs, ws)``
     ``jax.jit(jax.vmap(jax.grad(...)))`` of the same per example, and whether the jaxpr of
-    ``clip_gradient`` holds a ``custom_vjp_call``.
+    ``clip_gradient`` holds a ``custom_vjp_call``: that jaxpr is the one of ``clip_gradient(lo,
+    hi, xs[0])`` traced once under our own ``jax.jit`` (``lo``, ``hi`` closed over as Python
+    floats; ``grader.probes.generic.traced_run``), returned with ``"forward"``, what that very
+    program computed, so the trusted side accepts the ``custom_vjp_call`` only from a program
+    that computes clip_gradient's forward (x itself).
 ``softmax_values(ctx, cases)``
     ``jax.vjp(softmax, x)`` called as it is: the output, the cotangent ``g`` pulled back, and the
     leaves of the VJP function (what reverse mode keeps for the backward pass); and the output
@@ -43,6 +47,7 @@ from jax import stages as _stages
 from grader import ir, jaxcompat
 from grader.compiles import OPAQUE_PRIMITIVES
 from grader.probes.errors import first_line_or_unimplemented as _first_line
+from grader.probes.generic import traced_run
 
 _jit = jax.jit
 _grad = jax.grad
@@ -176,11 +181,14 @@ def clip_composed(ctx, lo: float, hi: float, xs, ws) -> dict:
     lo, hi = float(lo), float(hi)
     xs, ws = _device_put(xs), _device_put(ws)
     res = {"grads": _attempt(_jit(_vmap(_grad(_clip_loss(fn, lo, hi)))), xs, ws)}
-    try:
-        counts = ir.primitive_counts(_make_jaxpr(lambda x: fn(lo, hi, x))(xs[0]))
+    run = traced_run(lambda x: fn(lo, hi, x), xs[0])  # lo, hi stay Python floats: closed over, never traced
+    if run.jaxpr is not None:
+        counts = ir.primitive_counts(run.jaxpr)
         res["custom_vjp"] = any(counts.get(p, 0) for p in _CUSTOM_VJP)
-    except Exception as exc:  # noqa: BLE001
-        res["jaxpr_error"] = _first_line(exc)
+    if run.error is not None:
+        res["jaxpr_error"] = _first_line(run.error)
+    else:
+        res["forward"] = _array(run.outputs)
     return res
 
 
