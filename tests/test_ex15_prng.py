@@ -166,9 +166,18 @@ def test_noise_judges_and_structure():
 
     judges.judge_noise(probes.noise_values(_ctx(per_example_noise=vmapped), cases), want, cases, labels)
     judges.judge_noise(probes.noise_values(_ctx(per_example_noise=loop), cases), want, cases, labels)
-    judges.judge_noise_structure(probes.noise_structure(_ctx(per_example_noise=vmapped), KEY, [2, 9], 3))
+    zeros = probes.truth_noise(None, judges.noise_structure_cases(KEY, [2, 9], 3))
+    judges.judge_noise_structure(probes.noise_structure(_ctx(per_example_noise=vmapped), KEY, [2, 9], 3), zeros)
     with pytest.raises(CheckFailed, match="the jaxpr grows with the batch"):
-        judges.judge_noise_structure(probes.noise_structure(_ctx(per_example_noise=loop), KEY, [2, 9], 3))
+        judges.judge_noise_structure(probes.noise_structure(_ctx(per_example_noise=loop), KEY, [2, 9], 3), zeros)
+
+    def two_faced(key, xs):  # red team 2, attack 12: a vmap for tracers, a Python loop for concrete arrays
+        if isinstance(xs, jax.core.Tracer):
+            return jax.vmap(lambda x: x + jax.random.normal(key, x.shape))(xs)  # one key for every example
+        return loop(key, xs)
+
+    with pytest.raises(CheckFailed, match="the program the grader traced"):
+        judges.judge_noise_structure(probes.noise_structure(_ctx(per_example_noise=two_faced), KEY, [2, 9], 3), zeros)
     closed = lambda key, xs: jax.vmap(lambda x: x + jax.random.normal(key, x.shape))(xs)  # noqa: E731
     with pytest.raises(CheckFailed) as err:
         judges.judge_noise(probes.noise_values(_ctx(per_example_noise=closed), cases), want, cases, labels,

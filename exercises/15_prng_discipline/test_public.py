@@ -20,6 +20,7 @@ from grader.exercises.ex15_prng.judges import (
     judge_init_values,
     judge_noise,
     judge_noise_structure,
+    noise_structure_cases,
     judge_returned_key,
     legacy_twin,
 )
@@ -82,4 +83,6 @@ def test_per_example_noise_small(submission, truth):
     got = submission.probe("ex15_prng:noise_values", cases)
     judge_noise(got, truth.probe("ex15_prng:truth_noise", cases), cases, ["typed_key", "legacy_key", "repeated_key"],
                 explain=lambda i: truth.probe("ex15_prng:truth_noise", cases[i:i + 1], True)[0])
-    judge_noise_structure(submission.probe("ex15_prng:noise_structure", KEY, [2, 9], 3))
+    # structure and values from one trace: the program whose jaxpr is read must draw the reference noise
+    judge_noise_structure(submission.probe("ex15_prng:noise_structure", KEY, [2, 9], 3),
+                          truth.probe("ex15_prng:truth_noise", noise_structure_cases(KEY, [2, 9], 3)))

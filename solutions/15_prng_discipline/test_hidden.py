@@ -34,6 +34,7 @@ from grader.exercises.ex15_prng.judges import (
     judge_init_values,
     judge_noise,
     judge_noise_structure,
+    noise_structure_cases,
     judge_returned_key,
     legacy_twin,
     mask_shape,
@@ -148,8 +149,10 @@ def test_noise_matches(submission, truth, rng):
                 explain=lambda i: truth.probe("ex15_prng:truth_noise", cases[i:i + 1], True)[0])
 
 
-def test_noise_one_draw_per_batch(submission, rng):
+def test_noise_one_draw_per_batch(submission, truth, rng):
     key = draw_key(rng, "typed")
     small, large = int(rng.integers(2, 4)), int(rng.integers(7, 11))
-    judge_noise_structure(submission.probe("ex15_prng:noise_structure", key, [small, large],
-                                           int(rng.integers(2, 6))))
+    width = int(rng.integers(2, 6))
+    # structure and values from one trace: the program whose jaxpr is read must draw the reference noise
+    judge_noise_structure(submission.probe("ex15_prng:noise_structure", key, [small, large], width),
+                          truth.probe("ex15_prng:truth_noise", noise_structure_cases(key, [small, large], width)))

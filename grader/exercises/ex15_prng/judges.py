@@ -513,15 +513,35 @@ def judge_noise(got: list[dict], want: list[np.ndarray], cases: list[dict], labe
                     expected="xs[i] + normal(split(key, B)[i], xs.shape[1:]) for each i")
 
 
-def judge_noise_structure(facts: list[dict]) -> None:
+def noise_structure_cases(key: dict, batch_sizes: list, width: int) -> list[dict]:
+    """The ``truth_noise`` cases of a ``noise_structure`` probe: ``xs = 0`` at each batch size."""
+    return [{"key": key, "xs": np.zeros((int(b), int(width)), np.float32)} for b in batch_sizes]
+
+
+def judge_noise_structure(facts: list[dict], want: list[np.ndarray]) -> None:
     """The traced program does not grow with the batch: one ``random_bits`` for any B (vmap), not
-    one per example (a Python loop)."""
+    one per example (a Python loop).  ``want``: the reference noise on ``xs = 0`` at each batch
+    size (``truth_noise`` of ``noise_structure_cases``); the counts are read only from a
+    traced program whose own output is that noise -- the program that computes the answer."""
     for f in facts:
         if "error" in f:
-            raise _fail(f"jax.make_jaxpr(per_example_noise) failed: {f['error']}",
-                        "per_example_noise does not trace (jax.make_jaxpr raised)",
+            raise _fail(f"per_example_noise could not be traced and run under jax.jit: {f['error']}",
+                        "per_example_noise does not trace and run under jax.jit",
                         "build it from JAX operations only: jax.random.split, jax.vmap and jax.random.normal",
                         measured=f["error"])
+    for f, target in zip(facts, want, strict=True):
+        out = as_array(f.get("outputs"))
+        if out is None or out.shape != np.shape(target) or not np.allclose(out, target, rtol=1e-6, atol=1e-6):
+            advice = ("write one program for every input: the grader traces per_example_noise under jax.jit and runs "
+                      "that very program, so code that behaves differently when its inputs are tracers "
+                      "(isinstance(x, jax.core.Tracer)) is judged by what it draws when traced")
+            raise _fail("the program the grader traced does not draw the reference noise",
+                        "traced under jax.jit and run, per_example_noise does not give example i's draw from "
+                        "jax.random.split(key, B)[i]: the structure judged here must be that of the program that "
+                        "computes the noise (code that behaves differently under tracing)", advice,
+                        measured=describe(f.get("outputs")) if out is None or out.shape != np.shape(target) else
+                        f"B={f['batch']}: largest difference {float(np.max(np.abs(out - target))):.3g}",
+                        expected="the reference noise, as traced under jax.jit")
     small, large = facts[0], facts[-1]
     if large["random_bits"] > small["random_bits"] or large["equations"] > small["equations"]:
         raise _fail(f"the jaxpr grows with the batch: {small['random_bits']} random_bits and {small['equations']} "

@@ -18,7 +18,12 @@ In the sandbox:
     and the first again from a fresh copy of its key (same key, same epoch?).
 ``noise_values(ctx, cases)`` / ``noise_structure(ctx, key, batch_sizes, width)``
     ``per_example_noise(key, xs)`` for each case; the number of ``random_bits`` equations and of
-    all equations in its jaxpr (nested ones included) at each batch size.
+    all equations in its jaxpr (nested ones included) at each batch size, that jaxpr being the
+    one of ``per_example_noise(key, zeros(B, width))`` traced once under our own ``jax.jit``
+    (``grader.probes.generic.traced_run``), returned with ``"outputs"``, what that very program
+    drew: the trusted side compares them with the reference noise before it reads the counts,
+    so a function that shows tracers a vmap and draws otherwise on concrete arrays is judged
+    by the program it traced.
 ``key_reuse(ctx, target, ...)``
     JAX's key-reuse checker, the analysis ``jax.debug_key_reuse(True)`` runs, on the learner's
     function traced with a typed key: the ``KeyReuseError`` it raised, if any (tracing only, so
@@ -42,6 +47,7 @@ import numpy as np
 
 from grader import ir, jaxcompat
 from grader.probes.errors import first_line_or_unimplemented as _first_line
+from grader.probes.generic import traced_run
 
 _wrap_key_data = jax.random.wrap_key_data
 _key_data = jax.random.key_data
@@ -59,7 +65,6 @@ _jit = jax.jit
 _grad = jax.grad
 _vmap = jax.vmap
 _tree_map = jax.tree.map
-_make_jaxpr = jax.make_jaxpr
 _tanh = jnp.tanh
 _where = jnp.where
 _mean = jnp.mean
@@ -192,18 +197,19 @@ def noise_values(ctx, cases: list) -> list:
 
 def noise_structure(ctx, key: dict, batch_sizes: list, width: int) -> list:
     """For each batch size, the ``random_bits`` equations and all equations of the jaxpr of
-    ``per_example_noise`` (nested jaxprs included, each visit counted)."""
+    ``per_example_noise`` (nested jaxprs included, each visit counted), and the noise that
+    same traced program drew on ``xs = 0`` (``"outputs"``)."""
     fn = ctx.function("per_example_noise")
     out = []
     for b in batch_sizes:
         xs = _device_put(np.zeros((int(b), int(width)), np.float32))
-        try:
-            counts = ir.primitive_counts(_make_jaxpr(fn)(make_key(key), xs))
-        except Exception as exc:  # noqa: BLE001
-            out.append({"batch": int(b), "error": _first_line(exc)})
+        run = traced_run(fn, make_key(key), xs)
+        if run.error is not None:
+            out.append({"batch": int(b), "error": _first_line(run.error)})
             continue
+        counts = ir.primitive_counts(run.jaxpr)
         out.append({"batch": int(b), "random_bits": sum(counts.get(p, 0) for p in _RANDOM_BITS),
-                    "equations": sum(counts.values())})
+                    "equations": sum(counts.values()), "outputs": plain(run.outputs)})
     return out
 
 
