@@ -127,3 +127,42 @@ def fail(message: str, *, measured, expected, diagnosis: str, advice: str):
     """Raise ``CheckFailed`` whose hint is its advice: the shape of most judges' verdicts."""
     __tracebackhide__ = True
     raise CheckFailed(message, measured=measured, expected=expected, hint=advice, diagnosis=diagnosis, advice=advice)
+
+
+# --- structure judged on the program that computes the values -------------------------------------
+# A structural check reads the jaxpr of one trace of the learner's function under the grader's
+# jit and runs exactly that program (``grader.probes.generic.traced_run``); the jaxpr is judged
+# only once that program's outputs are right, so code that shows tracers one program and
+# concrete arrays another is judged by what it computes when traced.
+
+def traced_advice(function: str, how: str = "") -> str:
+    """What to try when the program the grader traced is not the one that computes the values."""
+    return (f"write one program for every input: the grader traces {function} under jax.jit{how} and runs that "
+            f"very program, so code that behaves differently when its inputs are tracers (isinstance(x, "
+            f"jax.core.Tracer)) or that only works on concrete arrays is judged by what it computes when traced")
+
+
+def expect_traced_program_runs(error, function: str, *, how: str = "", advice: str = "",
+                               expected: str = "a function JAX can trace, compile and run") -> None:
+    """Raise ``CheckFailed`` when tracing ``function`` under jax.jit (``how``: with what traced
+    or static), or running the program that trace built, raised ``error`` (None: it ran)."""
+    __tracebackhide__ = True
+    if error is None:
+        return
+    fail(f"{function} could not be traced and run under jax.jit", measured=str(error) or "no program",
+         expected=expected, advice=advice or traced_advice(function, how),
+         diagnosis=f"tracing {function} under jax.jit{how}, or running the program that trace built, raised an "
+                   f"error: the structure of the program cannot be judged")
+
+
+def expect_traced_program_computes(ok: bool, function: str, computes: str, *, measured: str, expected: str,
+                                   how: str = "", advice: str = "") -> None:
+    """Raise ``CheckFailed`` unless (``ok``) the traced program's own outputs are what the
+    value checks accept: ``computes`` says what they must be ("compute the per-example norms")."""
+    __tracebackhide__ = True
+    if ok:
+        return
+    fail(f"the program the grader traced does not {computes}", measured=measured, expected=expected,
+         advice=advice or traced_advice(function, how),
+         diagnosis=f"traced under jax.jit and run, {function} does not {computes}: the structure judged here must "
+                   f"be that of the program that computes the values (code that behaves differently under tracing)")

@@ -13,7 +13,7 @@ the reference solution's (only where the reference is at hand: the course's grad
 
 from __future__ import annotations
 
-from grader.feedback import CheckFailed
+from grader.feedback import CheckFailed, expect_traced_program_computes, expect_traced_program_runs
 from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
 
 #: The learner's jaxpr may hold at most this many times the reference solution's equations:
@@ -35,27 +35,17 @@ def traced_summary(answer: dict, expected, *, what: str = "per_example_grad_norm
     __tracebackhide__ = True
     import numpy as np
 
-    advice = ("write one program for every input: the grader traces per_example_grad_norms under jax.jit and runs "
-              "that very program, so code that behaves differently when its inputs are tracers (isinstance(x, "
-              "jax.core.Tracer)) or that only works on concrete arrays is judged by what it computes when traced")
-    if not isinstance(answer, dict) or "error" in answer:
-        error = answer.get("error", "") if isinstance(answer, dict) else ""
-        raise CheckFailed(
-            f"{what} could not be traced and run under jax.jit",
-            measured=error or "no program", expected="a function JAX can trace, compile and run", hint=advice,
-            advice=advice,
-            diagnosis="tracing the function under jax.jit, or running the program that trace built, raised an error: "
-                      "the structure of the program cannot be judged")
+    error = ("no program" if not isinstance(answer, dict) else
+             (answer["error"] or "no program") if "error" in answer else None)
+    expect_traced_program_runs(error, what)
     out = np.asarray(answer.get("outputs"))
     expected = np.asarray(expected)
-    if out.shape != expected.shape or not np.allclose(out, expected, rtol=TRACED_RTOL, atol=TRACED_ATOL):
-        measured = (f"shape {out.shape}, expected {expected.shape}" if out.shape != expected.shape else
-                    f"largest difference from the reference norms: {float(np.max(np.abs(out - expected))):.3g}")
-        raise CheckFailed(
-            "the program the grader traced does not compute the per-example gradient norms",
-            measured=measured, expected=f"the norms, within rtol={TRACED_RTOL:g}", hint=advice, advice=advice,
-            diagnosis="traced under jax.jit and run, the function gives numbers that are not the per-example norms: "
-                      "the structure judged here must be that of the program that computes them")
+    same_shape = out.shape == expected.shape
+    expect_traced_program_computes(
+        same_shape and np.allclose(out, expected, rtol=TRACED_RTOL, atol=TRACED_ATOL), what,
+        "compute the per-example gradient norms", expected=f"the norms, within rtol={TRACED_RTOL:g}",
+        measured=(f"largest difference from the reference norms: {float(np.max(np.abs(out - expected))):.3g}"
+                  if same_shape else f"shape {out.shape}, expected {expected.shape}"))
     return answer["jaxpr"]
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.feedback import CheckFailed, describe, expect_array
+from grader.feedback import (CheckFailed, describe, expect_array, expect_traced_program_computes,
+                             expect_traced_program_runs)
 from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
 from grader.testing import probe_both
 
@@ -56,40 +57,23 @@ def structure(submission, truth, theta, x, max_steps, reference=None):
     return found, ref
 
 
-TRACED_ADVICE = ("write one program for every input: the grader traces scan_version under jax.jit and runs that very "
-                 "program, so code that behaves differently when its inputs are tracers (isinstance(x, "
-                 "jax.core.Tracer)) or that only works on concrete arrays is judged by what it computes when traced")
-
-
 def traced_program_matches(found: dict, z_ref, steps_ref: int, max_steps: int) -> None:
     """``found``: a ``loop_structure`` answer.  Raises ``CheckFailed`` unless the program that
     was traced ran and gave while_version's ``(z, n_steps)`` (the value checks' tolerance)."""
     __tracebackhide__ = True
-    if "error" in found or "outputs" not in found:
-        raise CheckFailed(
-            "scan_version could not be traced and run under jax.jit",
-            measured=found.get("error", "no program"), expected="a function JAX can trace, compile and run "
-                                                                "(max_steps a Python int)",
-            hint=TRACED_ADVICE, advice=TRACED_ADVICE,
-            diagnosis="tracing scan_version under jax.jit (max_steps static), or running the program that trace "
-                      "built, raised an error: the structure of the program cannot be judged")
+    error = (found.get("error") or "no program") if "error" in found or "outputs" not in found else None
+    expect_traced_program_runs(error, "scan_version", how=" (max_steps static)",
+                               expected="a function JAX can trace, compile and run (max_steps a Python int)")
     try:
         z, steps = unpack(found["outputs"], np.asarray(z_ref).size, what="the program the grader traced")
     except CheckFailed:
         z, steps = None, None
     z_ok = z is not None and bool(np.all(np.isfinite(z))) and bool(np.allclose(z, z_ref, rtol=1e-5, atol=1e-6))
-    if not (z_ok and steps == int(steps_ref)):
-        raise CheckFailed(
-            "the program the grader traced does not compute while_version's (z, n_steps)",
-            measured=f"max_steps={max_steps}: " + ("its outputs are not a pair (z, n_steps)" if z is None else
-                                                   ", ".join(w for w, bad in (("z differs", not z_ok),
-                                                                              ("n_steps differs", steps != steps_ref))
-                                                             if bad)),
-            expected="the same (z, n_steps) as while_version (z within rtol=1e-5, atol=1e-6)",
-            hint=TRACED_ADVICE, advice=TRACED_ADVICE,
-            diagnosis="traced under jax.jit and run, scan_version gives results that are not while_version's: the "
-                      "structure judged here must be that of the program that computes them (code that behaves "
-                      "differently under tracing)")
+    expect_traced_program_computes(
+        z_ok and steps == int(steps_ref), "scan_version", "compute while_version's (z, n_steps)",
+        how=" (max_steps static)", expected="the same (z, n_steps) as while_version (z within rtol=1e-5, atol=1e-6)",
+        measured=f"max_steps={max_steps}: " + ("its outputs are not a pair (z, n_steps)" if z is None else ", ".join(
+            w for w, bad in (("z differs", not z_ok), ("n_steps differs", steps != steps_ref)) if bad)))
 
 
 #: At most this many times the reference solution's jaxpr equations: a scan traces the step

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.feedback import CheckFailed, describe
+from grader.feedback import CheckFailed, describe, expect_traced_program_computes, expect_traced_program_runs
 
 BRANCH_NAMES = ("scale", "wave", "square")
 
@@ -59,34 +59,21 @@ def judge_switch(got: list, indices: list, x: np.ndarray) -> None:
                 diagnosis=f"apply_branch gives the wrong result for {where}", advice=advice)
 
 
-TRACED_ADVICE = ("write one program for every input: the grader traces apply_branch under jax.jit (index and x "
-                 "traced) and runs that very program, so code that behaves differently when its inputs are tracers "
-                 "(isinstance(x, jax.core.Tracer)) is judged by what it computes when traced")
-
-
 def judge_switch_structure(facts: dict, x) -> None:
     """``facts``: a ``switch_structure`` answer (``apply_branch(1, x)`` traced).  The traced
     program's own output must first be wave(x): the structure judged is that of the program
     that computes the answer."""
     __tracebackhide__ = True
-    if "error" in facts or "outputs" not in facts:
-        raise CheckFailed(
-            "apply_branch could not be traced and run under jax.jit", measured=facts.get("error", "no program"),
-            expected="a function JAX can trace, compile and run with a traced index", hint=TRACED_ADVICE,
-            diagnosis="tracing apply_branch under jax.jit with a traced index, or running the program that "
-                      "trace built, raised an error: the structure of the program cannot be judged",
-            advice=TRACED_ADVICE)
+    how = " (index and x traced)"
+    error = (facts.get("error") or "no program") if "error" in facts or "outputs" not in facts else None
+    expect_traced_program_runs(error, "apply_branch", how=how,
+                               expected="a function JAX can trace, compile and run with a traced index")
     out, want = facts["outputs"], branch(1, x)
-    if not isinstance(out, np.ndarray) or out.shape != want.shape or \
-            not np.allclose(out.astype(np.float64), want, rtol=1e-5, atol=1e-6):
-        raise CheckFailed(
-            "the program the grader traced does not compute lax.switch's result",
-            measured=describe(out) if not isinstance(out, np.ndarray) or out.shape != want.shape else
-            f"index 1: largest difference {float(np.max(np.abs(out - want))):.3g}",
-            expected="wave(x) for index 1 (rtol 1e-5)", hint=TRACED_ADVICE,
-            diagnosis="traced under jax.jit and run, apply_branch gives a result that is not the chosen "
-                      "branch's: the structure judged here must be that of the program that computes it (code "
-                      "that behaves differently under tracing)", advice=TRACED_ADVICE)
+    shaped = isinstance(out, np.ndarray) and out.shape == want.shape
+    expect_traced_program_computes(
+        shaped and np.allclose(out.astype(np.float64), want, rtol=1e-5, atol=1e-6), "apply_branch",
+        "compute lax.switch's result", how=how, expected="wave(x) for index 1 (rtol 1e-5)",
+        measured=f"index 1: largest difference {float(np.max(np.abs(out - want))):.3g}" if shaped else describe(out))
     conds, outside = facts["conds"], facts["outside"]
     if "sin" in outside or not conds:
         advice = ("use lax.switch(index, BRANCHES, x): it becomes one cond whose branches run only when chosen; "

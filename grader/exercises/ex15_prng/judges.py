@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.feedback import CheckFailed, describe
+from grader.feedback import CheckFailed, describe, expect_traced_program_computes, expect_traced_program_runs
 
 SIGMAS = 6.0  # statistical bounds: a right answer falls outside one about once in 10**9
 PREFIX = 16  # elements compared to decide that two draws came from one key
@@ -524,24 +524,17 @@ def judge_noise_structure(facts: list[dict], want: list[np.ndarray]) -> None:
     size (``truth_noise`` of ``noise_structure_cases``); the counts are read only from a
     traced program whose own output is that noise -- the program that computes the answer."""
     for f in facts:
-        if "error" in f:
-            raise _fail(f"per_example_noise could not be traced and run under jax.jit: {f['error']}",
-                        "per_example_noise does not trace and run under jax.jit",
-                        "build it from JAX operations only: jax.random.split, jax.vmap and jax.random.normal",
-                        measured=f["error"])
+        expect_traced_program_runs(f.get("error"), "per_example_noise", advice=(
+            "build it from JAX operations only: jax.random.split, jax.vmap and jax.random.normal"))
     for f, target in zip(facts, want, strict=True):
         out = as_array(f.get("outputs"))
-        if out is None or out.shape != np.shape(target) or not np.allclose(out, target, rtol=1e-6, atol=1e-6):
-            advice = ("write one program for every input: the grader traces per_example_noise under jax.jit and runs "
-                      "that very program, so code that behaves differently when its inputs are tracers "
-                      "(isinstance(x, jax.core.Tracer)) is judged by what it draws when traced")
-            raise _fail("the program the grader traced does not draw the reference noise",
-                        "traced under jax.jit and run, per_example_noise does not give example i's draw from "
-                        "jax.random.split(key, B)[i]: the structure judged here must be that of the program that "
-                        "computes the noise (code that behaves differently under tracing)", advice,
-                        measured=describe(f.get("outputs")) if out is None or out.shape != np.shape(target) else
-                        f"B={f['batch']}: largest difference {float(np.max(np.abs(out - target))):.3g}",
-                        expected="the reference noise, as traced under jax.jit")
+        shaped = out is not None and out.shape == np.shape(target)
+        expect_traced_program_computes(
+            shaped and np.allclose(out, target, rtol=1e-6, atol=1e-6), "per_example_noise",
+            "draw the reference noise (example i's draw from jax.random.split(key, B)[i])",
+            expected="the reference noise, as traced under jax.jit",
+            measured=f"B={f['batch']}: largest difference {float(np.max(np.abs(out - target))):.3g}" if shaped else
+            describe(f.get("outputs")))
     small, large = facts[0], facts[-1]
     if large["random_bits"] > small["random_bits"] or large["equations"] > small["equations"]:
         raise _fail(f"the jaxpr grows with the batch: {small['random_bits']} random_bits and {small['equations']} "

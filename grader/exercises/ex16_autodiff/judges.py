@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.exercises.ex16_autodiff import functions
-from grader.feedback import CheckFailed, describe
+from grader.feedback import CheckFailed, describe, expect_traced_program_computes
 
 COST_SLACK = 1.2  # the learner's jacobian may cost this much more than the cheaper of jacfwd and jacrev
 HESSIAN_SIZE = 1024  # hvp's jaxpr is read at this size: an n x n Hessian is a million elements
@@ -239,20 +239,14 @@ def judge_clip_composed(got: dict, case: dict) -> None:
                     measured=describe(grads), expected="clip(g, lo, hi) per example")
     if "jaxpr_error" not in got:
         # structure and values from one trace: the custom_vjp_call counts only in a program that computes x
+        # (a trace that failed is jaxpr_error; "forward" holds the traced program's output, or why it is none)
         forward = got.get("forward", {})
-        traced = forward.get("out") if isinstance(forward, dict) else None
-        x0 = np.asarray(case["xs"][0])
-        if not isinstance(traced, np.ndarray) or traced.shape != x0.shape or not np.allclose(traced, x0):
-            advice = ("write one program for every input: the grader traces clip_gradient under jax.jit and runs "
-                      "that very program, so code that behaves differently when its inputs are tracers "
-                      "(isinstance(x, jax.core.Tracer)) is judged by what it computes when traced; its forward "
-                      "returns x unchanged")
-            raise _fail("the program the grader traced does not compute clip_gradient's forward (x itself)",
-                        "traced under jax.jit and run, clip_gradient does not return x: the structure judged here "
-                        "must be that of the program that computes its values (code that behaves differently "
-                        "under tracing)", advice,
-                        measured=forward.get("error", describe(traced)) if isinstance(forward, dict) else
-                        describe(forward), expected="x itself, as traced under jax.jit")
+        forward = forward if isinstance(forward, dict) else {"error": describe(forward)}
+        traced, x0 = forward.get("out"), np.asarray(case["xs"][0])
+        expect_traced_program_computes(
+            isinstance(traced, np.ndarray) and traced.shape == x0.shape and bool(np.allclose(traced, x0)),
+            "clip_gradient", "compute clip_gradient's forward (x itself)", how=" (lo and hi static)",
+            measured=forward.get("error") or describe(traced), expected="x itself, as traced under jax.jit")
     if "jaxpr_error" in got or not got.get("custom_vjp"):
         raise _fail("no custom_vjp_call in the jaxpr of clip_gradient",
                     "clip_gradient's jaxpr holds no custom_vjp_call: it is not a jax.custom_vjp function",
