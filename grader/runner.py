@@ -55,7 +55,7 @@ from grader.results import (
     ExerciseResult,
     RunResult,
 )
-from grader.sandbox import install, scratch
+from grader.sandbox import install, memo, scratch
 from grader.sandbox import user as sandbox_user
 from grader.sandbox.client import SUBMISSION_FAILURES, Sandbox, Zygote, probes_of_exercise, take_spare_zygote
 from grader.sandbox.outcomes import REFUSALS, Refusal
@@ -307,7 +307,7 @@ def _start(ex: Exercise, snap: Snapshot, seed: int, course_root: Path, hidden_ro
     if hidden_root is not None and "hidden" in wanted:
         run.hidden = Sandbox(snap, **limits)
     if ex.clean_worker:
-        run.clean = Sandbox.clean(**limits)
+        run.clean = memo.learner_free(None, persist=memo.may_persist(hidden_root is None), **limits)
     if zygote is None:
         # a fresh worker imports JAX while this process imports and collects the checks; a
         # zygote's fork waits for the zygote's own import, so those start once the checks are

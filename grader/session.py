@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from grader.manifest import Exercise
+from grader.sandbox import memo
 from grader.sandbox.client import Sandbox
 from grader.submission import Snapshot
 
@@ -61,7 +62,7 @@ class ExerciseRun:
         if self.reference_snapshot is None or self.reference_snapshot.problem is not None:
             return None
         if visibility not in self.references:
-            self.references[visibility] = Sandbox(self.reference_snapshot, **self.limits)
+            self.references[visibility] = memo.learner_free(self.reference_snapshot, **self.limits)
         return self.references[visibility]
 
     def without_jax(self, visibility: str) -> Sandbox:

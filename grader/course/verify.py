@@ -216,6 +216,7 @@ def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
     """Runs in a worker process."""
     from grader import runner
     from grader.manifest import load
+    from grader.sandbox import memo
 
     t0 = time.monotonic()
     manifest = load(Path(manifest_path))
@@ -225,7 +226,10 @@ def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
                        snapshots={case.number: case.snapshot}, seed=case.seed, zygote=zygote,
                        only={case.number: case.only} if case.only is not None else None)
     ex = run.exercises[0]
-    problem = ""
+    problem = audit = ""
+    if memo.audit_mismatches:  # GRADER_MEMO_AUDIT=1: a remembered answer the live worker did not give
+        audit = "remembered answers differ from the live worker's: " + "; ".join(memo.audit_mismatches)[:2000] + "; "
+        memo.audit_mismatches.clear()
     if case.expect == "full":
         bad = [c for c in ex.checks if not c.passed]
         if bad:
@@ -250,6 +254,7 @@ def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
     elif case.expect == "zero":
         if ex.score:
             problem = f"scores {ex.score}/{ex.max_score}: " + ", ".join(c.name for c in ex.checks if c.score)
+    problem = audit + problem
     return Outcome(case, not problem, problem.strip(), ex.score, ex.max_score, time.monotonic() - t0,
                    sum(t.get("cpu_s", 0.0) for t in ex.timings.values()))
 

@@ -55,6 +55,7 @@ def _run(request):
     run = _RUNS.get(key)
     if run is None:
         from grader.runner import compile_cache_for
+        from grader.sandbox import memo
         from grader.sandbox.client import Sandbox
         from grader.session import ExerciseRun
         from grader.submission import read_submission
@@ -64,7 +65,7 @@ def _run(request):
         run = ExerciseRun(ex, snap, snap.seed(ex.number), limits=limits)
         run.public = Sandbox(snap, compile_cache=compile_cache_for(snap), **limits).start()
         if ex.clean_worker:
-            run.clean = Sandbox.clean(**limits).start()
+            run.clean = memo.learner_free(None, persist=memo.may_persist(True), **limits).start()
         for worker in run.workers():
             worker.begin_import()  # the public checks are the learner's own to read: nothing to hide
         _RUNS[key] = run

@@ -767,18 +767,20 @@ class Sandbox:
         self._next_id += 1
         self._request_target = f"the grader {'called' if op == 'call' else 'measured'} `{target}`"
         payload = {"op": op, "target": target, "args": plaindata.to_plain(list(args)), "kwargs": plaindata.to_plain(kwargs)}
+        self._send_request(rid, plaindata.dumps(payload).encode("utf-8"))
+        return rid
+
+    def _send_request(self, rid: int, body: bytes) -> None:
+        """Write request ``rid`` (its JSON ``body``) to the worker."""
         try:
-            self._to.write(b"%d " % rid + plaindata.dumps(payload).encode("utf-8") + b"\n")
+            self._to.write(b"%d " % rid + body + b"\n")
         except (BrokenPipeError, OSError):
             self.proc.wait()
             self._fail(self._crash_error())
-        return rid
 
     def result(self, rid: int) -> Any:
         """The answer to request ``rid`` (from ``submit``); ``last_meter`` is then its meter."""
         __tracebackhide__ = True  # plain pytest shows the learner's failure, not these frames
-        from grader import plaindata
-
         if self._dead:
             raise self._dead
         msg = self._read_answer(rid)
@@ -786,6 +788,13 @@ class Sandbox:
         self._check_disk()
         if not isinstance(msg, dict) or ("ok" not in msg and "error" not in msg):
             self._fail(SubmissionError("crashed", "the sandbox sent something that is not a result"))
+        return self._answer_of(msg)
+
+    def _answer_of(self, msg: dict) -> Any:
+        """A decoded answer (``{"ok": ...}`` or ``{"error": ...}``) as the check sees it."""
+        __tracebackhide__ = True  # plain pytest shows the learner's failure, not these frames
+        from grader import plaindata
+
         if "error" in msg:
             raise self._error_from(msg["error"])
         t0 = time.monotonic()
