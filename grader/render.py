@@ -97,13 +97,20 @@ def _exercise_panel(ex: ExerciseResult, verbose: bool) -> Panel:
     return Panel(Group(*parts), title=f"Exercise {ex.number}: {escape(ex.title)}", title_align="left", border_style=style)
 
 
+def _worker_time(role: str, t: dict) -> str:
+    remembered = t.get("remembered", 0)
+    if remembered and not t.get("wall_s"):
+        return f"{role} from memory ({remembered} answers)"
+    text = f"{role} {t.get('cpu_s', 0):.2f} / {t.get('wall_s', 0):.2f} s"
+    return text + (f" ({remembered} answers from memory)" if remembered else "")
+
+
 def timings_text(ex: ExerciseResult, slowest: int = 3) -> str:
     """Where the grading's time went (``-v``): each worker's CPU and wall seconds, and the
     slowest checks (their pytest durations, which include waiting on the workers)."""
     lines = [f"time: {ex.duration_s:.2f} s in all"]
     if ex.timings:
-        lines.append("  workers (CPU / wall): " + ", ".join(
-            f"{role} {t.get('cpu_s', 0):.2f} / {t.get('wall_s', 0):.2f} s" for role, t in ex.timings.items()))
+        lines.append("  workers (CPU / wall): " + ", ".join(_worker_time(role, t) for role, t in ex.timings.items()))
     ran = sorted((c for c in ex.checks if c.duration_s), key=lambda c: -c.duration_s)[:slowest]
     if ran:
         lines.append("  slowest checks: " + ", ".join(f"{c.name} {c.duration_s:.2f} s" for c in ran))

@@ -92,12 +92,20 @@ class ExerciseRun:
 
     def timings(self) -> dict[str, dict[str, float]]:
         """Each worker's CPU and wall seconds, by what it was for (known once they are closed):
-        where a grading's time went, for ``grade exercise --timings`` and ``make bench``."""
+        where a grading's time went, for ``grade exercise -v`` and ``make bench``; a
+        learner-free worker that answered from memory (``grader.sandbox.memo``) also says
+        how many answers it gave so (``remembered``), and has no seconds if it never started."""
         roles = {"public": self.public, "hidden": self.hidden, "clean": self.clean,
                  **{f"reference ({v})": box for v, box in self.references.items()},
                  **{f"without JAX ({v})": box for v, box in self.nojax.items()}}
-        return {role: {"cpu_s": round(box.cpu_s, 3), "wall_s": round(box.wall_s, 3)}
-                for role, box in roles.items() if box is not None and box.wall_s}
+        out = {}
+        for role, box in roles.items():
+            remembered = getattr(box, "recalled", 0)  # answers a learner-free worker gave from memory
+            if box is not None and (box.wall_s or remembered):
+                out[role] = {"cpu_s": round(box.cpu_s, 3), "wall_s": round(box.wall_s, 3)}
+                if remembered:
+                    out[role]["remembered"] = remembered
+        return out
 
     @property
     def integrity(self) -> tuple[str, ...]:

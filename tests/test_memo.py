@@ -8,6 +8,7 @@ import pytest
 
 from grader import runner
 from grader.manifest import load
+from grader.render import timings_text
 from grader.sandbox import memo
 from grader.sandbox import user as sandbox_user
 from grader.sandbox.client import Sandbox
@@ -137,7 +138,12 @@ def test_a_second_grading_starts_only_the_learners_sandboxes_and_gives_the_same_
     runs = [runner.grade(manifest, [1], course_root=REPO, hidden_root=REPO / "solutions", snapshots={1: snap},
                          seed=11).exercises[0] for _ in range(2)]
     assert {"public", "hidden", "clean", "reference (public)", "reference (hidden)"} <= set(runs[0].timings)
-    assert set(runs[1].timings) == {"public", "hidden"}
+    again = runs[1].timings
+    assert again["public"]["wall_s"] > 0 and again["hidden"]["wall_s"] > 0 and "remembered" not in again["public"]
+    for role in ("clean", "reference (public)", "reference (hidden)"):  # never started: every answer remembered
+        assert again[role]["wall_s"] == 0 and again[role]["remembered"] > 0, (role, again)
+    shown = timings_text(runs[1])  # grade exercise -v
+    assert "clean from memory (" in shown and "reference (hidden) from memory (" in shown
     assert runs[0].score == runs[0].max_score
     assert [(c.name, c.status, c.score, c.message, c.measured) for c in runs[0].checks] == \
            [(c.name, c.status, c.score, c.message, c.measured) for c in runs[1].checks]

@@ -224,7 +224,9 @@ def identity(box: Sandbox) -> bytes:
         "extra_env": sorted(box.extra_env.items()),
         "probes": box.probes,
         "jax": box.jax,
-        "zygote": bool(box.zygote is not None and box.zygote.alive),
+        # forked from a zygote (and which probe modules it imported: their import-time work
+        # is in its JAX caches already) or started fresh
+        "zygote": box.zygote.probes if box.zygote is not None and box.zygote.alive and box.jax else None,
         "isolating": user.isolating(),
         "env": sorted(client.base_env().items()),
         "versions": _versions(),
