@@ -35,6 +35,7 @@ which is how the determinism this rests on is checked (``tests/test_memo.py``).
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import json
 import os
@@ -201,6 +202,7 @@ def _code_digest() -> bytes:
     return _CODE_DIGEST
 
 
+@functools.cache
 def _versions() -> str:
     from importlib import metadata
 
