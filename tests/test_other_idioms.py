@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from grader import runner
+from grader.course import verify
 from grader.course.verify import verify_seeds
 from grader.manifest import load
 from grader.submission import from_source
@@ -46,8 +47,9 @@ def _grade(group: dict[int, str], seed: int | None) -> list[tuple[int, str, int 
     """Runs in a worker process: one grading of one idiom per exercise."""
     manifest = load(MANIFEST_PATH)
     snapshots = {n: from_source(path, manifest.get(n).module_file, Path(path).read_bytes()) for n, path in group.items()}
+    zygote = verify._ZYGOTE if verify._ZYGOTE is not None and verify._ZYGOTE.alive else None
     run = runner.grade(manifest, sorted(group), course_root=REPO, hidden_root=REPO / "solutions",
-                       snapshots=snapshots, seed=seed)
+                       snapshots=snapshots, seed=seed, zygote=zygote)
     return [(ex.number, group[ex.number], ex.seed, ex.score, ex.max_score,
              [f"{c.name}: {c.status}: {c.message}" for c in ex.checks if not c.passed] + ([ex.error] if ex.error else []))
             for ex in run.exercises]
@@ -63,7 +65,9 @@ def outcomes():
     later = [(n, path) for n, paths in idiom_files().items() if n not in EXERCISES for path in paths]
     jobs += [({n: str(path)}, SEEDS[i % len(SEEDS)]) for i, (n, path) in enumerate(later)]
     ctx = multiprocessing.get_context("spawn")
-    with cf.ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1), mp_context=ctx) as pool:
+    # as `grade verify` does: one JAX import per pool process (its zygote), not one per grading
+    with cf.ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1), mp_context=ctx,
+                                initializer=verify._start_zygote) as pool:
         return [row for rows in pool.map(_grade, *zip(*jobs)) for row in rows]
 
 
