@@ -116,6 +116,7 @@ def grade(
     zygote: Zygote | None = None,
     on_check=None,
     only: dict[int, Iterable[str]] | None = None,
+    first_failure: bool = False,
 ) -> RunResult:
     """Grade the exercises ``numbers``.
 
@@ -127,7 +128,9 @@ def grade(
     ``on_check(number, check_name)`` is called as each check starts (a terminal's status line);
     ``only`` runs just some checks of an exercise (with the checks they require; the others
     are ``not_run``, and a sandbox no selected check needs is never started): ``grade
-    verify`` needs only the checks a known-wrong fixture declares it loses.
+    verify`` needs only the checks a known-wrong fixture declares it loses; ``first_failure``
+    stops at the first check that does not pass (the checks after it are ``not_run``): what
+    ``grade verify`` needs to show that some public check catches a fixture.
     """
     t0 = time.monotonic()
     started_at = utc_now()
@@ -164,7 +167,7 @@ def grade(
                 except Exception as exc:
                     done[ex.number] = grader_error_result(ex, snap, ex_seed, hidden_run, exc)
             try:
-                report = _run_pytest(tmp, runs, on_check) if runs else {}
+                report = _run_pytest(tmp, runs, on_check, first_failure) if runs else {}
             except KeyboardInterrupt:
                 report = {}
             except Exception as exc:
@@ -426,7 +429,10 @@ def _grade_one(manifest: Manifest, kwargs: dict, number: int) -> RunResult:
     return grade(manifest, [number], **kwargs)
 
 
-def _run_pytest(folder: Path, runs: dict[int, ExerciseRun], on_check=None) -> dict:
+STOPPED_EARLY = "grader_first_failure"  # in a pytest report: the run was asked to stop at the first failure
+
+
+def _run_pytest(folder: Path, runs: dict[int, ExerciseRun], on_check=None, first_failure: bool = False) -> dict:
     import pytest
     from pytest_jsonreport.plugin import JSONReport
 
@@ -449,7 +455,7 @@ def _run_pytest(folder: Path, runs: dict[int, ExerciseRun], on_check=None) -> di
         # `grade batch`); what it reports (a __del__ that raised on the trusted side) is no verdict
         "-p", "no:unraisableexception",
         "--json-report-file=none", "-W", "ignore::DeprecationWarning",
-    ]
+    ] + (["-x"] if first_failure else [])
     autoload = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     try:
@@ -464,7 +470,7 @@ def _run_pytest(folder: Path, runs: dict[int, ExerciseRun], on_check=None) -> di
     _forget_check_modules()
     if code == pytest.ExitCode.INTERRUPTED:
         raise KeyboardInterrupt
-    return json_report.report or {}
+    return {**(json_report.report or {}), STOPPED_EARLY: first_failure}
 
 
 def _forget_check_modules() -> None:
@@ -521,12 +527,15 @@ def _private_text(fb: dict) -> str:
 
 
 def _check_result(check, tests: list[dict], hidden_available: bool, collect_error: bool,
-                  file: str) -> CheckResult:
+                  file: str, stopped: bool = False) -> CheckResult:
     """Fold one check's pytest items into its result, in the words its audience may read."""
     base = dict(name=check.name, visibility=check.visibility, summary=check.summary)
     if check.visibility == "hidden" and not hidden_available:
         return CheckResult(**base, status=NOT_RUN, score=0, max_score=0,
                            message="hidden check: runs when your course grades your work")
+    if not tests and stopped:
+        return CheckResult(**base, status=NOT_RUN, score=0, max_score=0,
+                           message="not run: this grading stopped at the first check that did not pass")
     if not tests:
         what = "the check's tests could not be loaded" if collect_error else "no test implements this check"
         return CheckResult(**base, status=ERROR, score=0, max_score=check.points,
@@ -602,8 +611,10 @@ def _exercise_result(run: ExerciseRun, report: dict, hidden_available: bool) -> 
     collect_error = any(c.get("outcome") == "failed" and f"test_e{ex.number:02d}_" in c.get("nodeid", "")
                         for c in report.get("collectors", []))
     file = str(run.module_path)
+    # stopped at the first failure (first_failure): a check after it has no tests, and did not run
+    stopped = bool(report.get(STOPPED_EARLY)) and any(t.get("outcome") != "passed" for t in report.get("tests", []))
     checks = [_check_result(check, items.get((check.visibility, check.name), []), hidden_available,
-                            collect_error, file) if run.runs(check.name) else _not_selected(check)
+                            collect_error, file, stopped) if run.runs(check.name) else _not_selected(check)
               for check in ex.checks]
     checks = _apply_integrity(ex, _apply_requirements(ex, checks), run.integrity)
     files = (file, *(str(run.module_path.parent / f) for f in ex.files[1:]))

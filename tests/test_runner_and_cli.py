@@ -304,3 +304,26 @@ def test_real_exercise_3_twice_gives_the_same_score_and_compile_counts(tmp_path)
             _, compiles = count_compiles(sb, None, "per_example_grad_norms", calls)
             counts.append((compiles.attributed, compiles.names()))
     assert counts[0] == counts[1] == (2, ["per_example_grad_norms"])
+
+
+def test_first_failure_stops_at_the_first_check_that_does_not_pass_and_runs_nothing_after_it(course):
+    """What `grade verify` asks of a fixture's public checks: that one fails (not which)."""
+    wrong = SOLUTION.replace("2 * x", "3 * x")
+    assert wrong != SOLUTION
+    manifest = load(course / "exercises" / "manifest.toml")
+    path = course / "sub" / "double.py"
+    path.parent.mkdir()
+    path.write_text(wrong)
+    snap = {1: single_file(path, "double.py")}
+
+    def statuses(**kw):
+        run = runner.grade(manifest, [1], course_root=course, snapshots=snap, hidden_root=course / "solutions", **kw)
+        return {c.name: (c.status, c.message) for c in run.exercises[0].checks}
+
+    every = statuses()
+    assert [s for s, _ in every.values()].count("failed") >= 2 and "not_run" not in [s for s, _ in every.values()]
+    first = statuses(first_failure=True)
+    failed = [n for n, (s, _) in first.items() if s == "failed"]
+    stopped = [n for n, (s, m) in first.items() if s == "not_run" and "stopped at the first check" in m]
+    assert len(failed) == 1 and stopped and set(failed) | set(stopped) | {n for n, (s, _) in first.items()
+                                                                          if s == "passed"} == set(first)
