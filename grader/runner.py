@@ -97,11 +97,9 @@ def compile_cache_for(snapshot: Snapshot) -> Path | None:
     Keyed by the snapshot's contents, so one version of a file never sees what another
     wrote; only when not root and no hidden checks run (nothing that counts is at stake);
     ``GRADER_NO_CACHE=1`` turns it off."""
-    if os.environ.get("GRADER_NO_CACHE") == "1" or sandbox_user.isolating():
-        return None
-    from grader.cache import compile_cache_folder
+    from grader import cache
 
-    return compile_cache_folder(snapshot.digest())
+    return cache.compile_cache_folder(snapshot.digest()) if cache.usable() else None
 
 
 def grade(
@@ -178,7 +176,7 @@ def grade(
             if ex.number not in done:
                 run = runs[ex.number]
                 try:
-                    done[ex.number] = _exercise_result(run, report, hidden_run)
+                    done[ex.number] = _exercise_result(run, report, hidden_run, first_failure)
                 except Exception as exc:
                     done[ex.number] = grader_error_result(ex, run.snapshot, run.seed, hidden_run, exc)
     finally:
@@ -429,9 +427,6 @@ def _grade_one(manifest: Manifest, kwargs: dict, number: int) -> RunResult:
     return grade(manifest, [number], **kwargs)
 
 
-STOPPED_EARLY = "grader_first_failure"  # in a pytest report: the run was asked to stop at the first failure
-
-
 def _run_pytest(folder: Path, runs: dict[int, ExerciseRun], on_check=None, first_failure: bool = False) -> dict:
     import pytest
     from pytest_jsonreport.plugin import JSONReport
@@ -470,7 +465,7 @@ def _run_pytest(folder: Path, runs: dict[int, ExerciseRun], on_check=None, first
     _forget_check_modules()
     if code == pytest.ExitCode.INTERRUPTED:
         raise KeyboardInterrupt
-    return {**(json_report.report or {}), STOPPED_EARLY: first_failure}
+    return json_report.report or {}
 
 
 def _forget_check_modules() -> None:
@@ -599,7 +594,8 @@ def _not_selected(check) -> CheckResult:
                        score=0, max_score=0, message="not run: this grading ran a selection of the checks")
 
 
-def _exercise_result(run: ExerciseRun, report: dict, hidden_available: bool) -> ExerciseResult:
+def _exercise_result(run: ExerciseRun, report: dict, hidden_available: bool,
+                     first_failure: bool = False) -> ExerciseResult:
     ex = run.exercise
     items: dict[tuple[str, str], list[dict]] = {}
     for test in report.get("tests", []):
@@ -612,7 +608,7 @@ def _exercise_result(run: ExerciseRun, report: dict, hidden_available: bool) -> 
                         for c in report.get("collectors", []))
     file = str(run.module_path)
     # stopped at the first failure (first_failure): a check after it has no tests, and did not run
-    stopped = bool(report.get(STOPPED_EARLY)) and any(t.get("outcome") != "passed" for t in report.get("tests", []))
+    stopped = first_failure and any(t.get("outcome") != "passed" for t in report.get("tests", []))
     checks = [_check_result(check, items.get((check.visibility, check.name), []), hidden_available,
                             collect_error, file, stopped) if run.runs(check.name) else _not_selected(check)
               for check in ex.checks]

@@ -11,7 +11,9 @@ For each exercise it grades, with the hidden checks on:
                                      definitions it holds replace the base's;
 * each generic cheat in ``fixtures/cheats/<trick>/`` applied to the stub -> 0 in total;
 * each known-wrong fixture again, with the public checks only, stopping at the first one that
-  fails (``runner.grade(first_failure=True)``) -> at least one public check fails: public checks must catch every kind of mistake on their fixed inputs, or a learner
+  fails (``runner.grade(first_failure=True)``) -> a public check fails (status ``failed`` or
+  ``integrity``: a grader error, or a check blocked by one, catches nothing): public checks
+  must catch every kind of mistake on their fixed inputs, or a learner
   hears "public checks pass" and moves on with a wrong file.  Only a fixture that over-fits
   the public inputs (a hard-coded answer), or gets wrong something no public check can ask
   without giving the answer away, may pass them all, and its ``fixture.toml`` says why
@@ -47,7 +49,7 @@ from typing import Callable
 
 from grader.course import requirements
 from grader.manifest import Exercise, Manifest
-from grader.results import ERROR, NOT_RUN
+from grader.results import ERROR, FAILED, INTEGRITY
 from grader.submission import Snapshot, from_source, read_folder
 
 MIN_WRONG_FIXTURES = 3
@@ -249,7 +251,7 @@ def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
         if missed:
             problem = f"not caught by {missed}" + (f" (grader error in {errors})" if errors else "")
     elif case.expect == "public_fails":
-        if not any(not c.passed and c.status not in (ERROR, NOT_RUN) for c in ex.checks if c.visibility == "public"):
+        if not any(c.status in (FAILED, INTEGRITY) for c in ex.checks if c.visibility == "public"):
             problem = ("passes every public check: a learner with this mistake is told the public checks pass; "
                        "make a public check catch it, or say why none can (fixture.toml passes_public)")
     elif case.expect == "zero":
