@@ -22,6 +22,16 @@ from pathlib import Path
 MAX_TOTAL_BYTES = 256 << 20
 
 
+def usable() -> bool:
+    """Whether the persistent caches (this compile cache, the learner-free workers' answers:
+    ``grader.sandbox.memo``) may be used by a public-only grading: not when turned off
+    (``GRADER_NO_CACHE=1``), and not as root, where learner code runs as users of its own and
+    one cache shared between them would be a channel between gradings."""
+    from grader.sandbox import user
+
+    return os.environ.get("GRADER_NO_CACHE") != "1" and not user.isolating()
+
+
 def cache_base() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jax-exercises-grader"
 

@@ -288,6 +288,7 @@ class Remembered(Sandbox):
         for rid, body in self._history[:-1]:  # each answered from memory: the live worker must still live it
             super()._send_request(rid, body)
             self._read_answer(rid)
+        self._history = []  # live from here: nothing more to replay
 
     def _send_request(self, rid: int, body: bytes) -> None:
         __tracebackhide__ = True
@@ -354,6 +355,6 @@ def may_persist(public_only: bool) -> bool:
     """Answers outlive the process only where the persistent compile cache may be used
     (``grader.runner.compile_cache_for``): a public-only grading, not as root -- nothing
     that counts is at stake, and no other user's grading reads what this one wrote."""
-    from grader.sandbox import user
+    from grader import cache
 
-    return public_only and os.environ.get("GRADER_NO_CACHE") != "1" and not user.isolating()
+    return public_only and cache.usable()
