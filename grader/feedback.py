@@ -142,6 +142,15 @@ def traced_advice(function: str, how: str = "") -> str:
             f"jax.core.Tracer)) or that only works on concrete arrays is judged by what it computes when traced")
 
 
+def traced_error(answer) -> str | None:
+    """Why a probe's answer about a traced program (one built by ``traced_run``: ``"outputs"``
+    when it ran, ``"error"`` when tracing or running it failed) has no program to judge, or
+    None when it has one."""
+    if isinstance(answer, dict) and "outputs" in answer and "error" not in answer:
+        return None
+    return (answer.get("error") if isinstance(answer, dict) else None) or "no program"
+
+
 def expect_traced_program_runs(error, function: str, *, how: str = "", advice: str = "",
                                expected: str = "a function JAX can trace, compile and run") -> None:
     """Raise ``CheckFailed`` when tracing ``function`` under jax.jit (``how``: with what traced

@@ -13,7 +13,7 @@ the reference solution's (only where the reference is at hand: the course's grad
 
 from __future__ import annotations
 
-from grader.feedback import CheckFailed, expect_traced_program_computes, expect_traced_program_runs
+from grader.feedback import CheckFailed, expect_traced_program_computes, expect_traced_program_runs, traced_error
 from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
 
 #: The learner's jaxpr may hold at most this many times the reference solution's equations:
@@ -35,9 +35,7 @@ def traced_summary(answer: dict, expected, *, what: str = "per_example_grad_norm
     __tracebackhide__ = True
     import numpy as np
 
-    error = ("no program" if not isinstance(answer, dict) else
-             (answer["error"] or "no program") if "error" in answer else None)
-    expect_traced_program_runs(error, what)
+    expect_traced_program_runs(traced_error(answer), what)
     out = np.asarray(answer.get("outputs"))
     expected = np.asarray(expected)
     same_shape = out.shape == expected.shape

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.feedback import (CheckFailed, describe, expect_array, expect_traced_program_computes,
-                             expect_traced_program_runs)
+                             expect_traced_program_runs, traced_error)
 from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
 from grader.testing import probe_both
 
@@ -61,8 +61,7 @@ def traced_program_matches(found: dict, z_ref, steps_ref: int, max_steps: int) -
     """``found``: a ``loop_structure`` answer.  Raises ``CheckFailed`` unless the program that
     was traced ran and gave while_version's ``(z, n_steps)`` (the value checks' tolerance)."""
     __tracebackhide__ = True
-    error = (found.get("error") or "no program") if "error" in found or "outputs" not in found else None
-    expect_traced_program_runs(error, "scan_version", how=" (max_steps static)",
+    expect_traced_program_runs(traced_error(found), "scan_version", how=" (max_steps static)",
                                expected="a function JAX can trace, compile and run (max_steps a Python int)")
     try:
         z, steps = unpack(found["outputs"], np.asarray(z_ref).size, what="the program the grader traced")

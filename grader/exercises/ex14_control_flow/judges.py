@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.feedback import CheckFailed, describe, expect_traced_program_computes, expect_traced_program_runs
+from grader.feedback import (CheckFailed, describe, expect_traced_program_computes, expect_traced_program_runs,
+                             traced_error)
 
 BRANCH_NAMES = ("scale", "wave", "square")
 
@@ -65,8 +66,7 @@ def judge_switch_structure(facts: dict, x) -> None:
     that computes the answer."""
     __tracebackhide__ = True
     how = " (index and x traced)"
-    error = (facts.get("error") or "no program") if "error" in facts or "outputs" not in facts else None
-    expect_traced_program_runs(error, "apply_branch", how=how,
+    expect_traced_program_runs(traced_error(facts), "apply_branch", how=how,
                                expected="a function JAX can trace, compile and run with a traced index")
     out, want = facts["outputs"], branch(1, x)
     shaped = isinstance(out, np.ndarray) and out.shape == want.shape

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.feedback import CheckFailed, describe, expect_traced_program_computes, expect_traced_program_runs
+from grader.feedback import (CheckFailed, describe, expect_traced_program_computes, expect_traced_program_runs,
+                             traced_error)
 
 SIGMAS = 6.0  # statistical bounds: a right answer falls outside one about once in 10**9
 PREFIX = 16  # elements compared to decide that two draws came from one key
@@ -524,7 +525,7 @@ def judge_noise_structure(facts: list[dict], want: list[np.ndarray]) -> None:
     size (``truth_noise`` of ``noise_structure_cases``); the counts are read only from a
     traced program whose own output is that noise -- the program that computes the answer."""
     for f in facts:
-        expect_traced_program_runs(f.get("error"), "per_example_noise", advice=(
+        expect_traced_program_runs(traced_error(f), "per_example_noise", advice=(
             "build it from JAX operations only: jax.random.split, jax.vmap and jax.random.normal"))
     for f, target in zip(facts, want, strict=True):
         out = as_array(f.get("outputs"))
