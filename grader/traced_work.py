@@ -109,9 +109,9 @@ def expect_compiled_work(compiles, *, what: str, needs: dict[str, tuple[str, ...
         return
     held = " and no ".join(missing)
     why = ("the work must be inside the jitted program, not computed on the host beside it")
-    if read == 0 and unread:
-        why += ("; the programs compiled could not be read because they were dropped before the calls ended: "
-                "jit your function once (e.g. @jax.jit at module level), not a new jax.jit on every call")
+    if read == 0 and (unread or compiles.total):
+        why += ("; no program it compiled could be read, as happens when a jitted function is dropped before the "
+                "calls end: jit your function once (e.g. @jax.jit at module level), not anew on every call")
     raise CheckFailed(
         f"the programs {what} compiled while it was measured hold no {held}", measured=seen,
         expected="; ".join(f"{part}: one of {', '.join(names)}" for part, names in needs.items()),
