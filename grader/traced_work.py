@@ -95,7 +95,8 @@ def expect_compiled_work(compiles, *, what: str, needs: dict[str, tuple[str, ...
     primitives = compiles.primitives if isinstance(compiles.primitives, dict) else {}
     read, unread = compiles.programs_read, compiles.programs_unread
     seen = (f"{read} program(s) compiled while measured; primitives in them: "
-            f"{', '.join(sorted(primitives)[:40]) or 'none'}" + (f"; {unread} more could not be read" if unread else ""))
+            f"{', '.join(sorted(primitives)[:40]) or 'none'}"
+            + (f"; {unread} more could not be read" if unread else ""))
     callbacks = sorted(p for p in HOST_CALLBACK_PRIMITIVES if primitives.get(p))
     if callbacks:
         raise CheckFailed(

@@ -109,7 +109,7 @@ def test_piecewise_compiles_once(submission, reference, rng):
                     hint="jit piecewise itself and let lax.cond choose inside the compiled program",
                     advice="jit piecewise itself, with lax.cond inside: inputs of either sign must share one compiled "
                            "program (a Python if outside jit needs one program per branch)")
-    expect_piecewise_in_jax(submission, compiles, xs[0])  # the count floor: the compiled program is piecewise's own work
+    expect_piecewise_in_jax(submission, compiles, xs[0])  # the count floor: the compiled program does piecewise's work
 
 
 # --- part C: a square root with a finite gradient ---------------------------------------------------
