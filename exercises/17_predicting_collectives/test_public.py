@@ -1,6 +1,6 @@
 """Public checks for exercise 17 (run by `grade exercise 17`; they carry no points).
 
-Part A: six fixed layouts of the family, one per rule of the statement; the predictions run in
+Part A: seven fixed layouts of the family, one per rule of the statement; the predictions run in
 a worker where JAX does not exist, the truth is the MLP compiled with each layout in a clean
 process, and a wrong prediction shows what it holds.
 Part B: the FSDP layout on the 2x4 mesh with B, D, H, O = 16, 8, 32, 8.  The hidden checks ask

@@ -1,7 +1,8 @@
 """Hidden checks for exercise 17: layouts, FSDP problems and a second mesh shape drawn at grading time.
 
-Part A: each check draws six of the nine layouts its kind of x has (``judges.draw_layouts``),
-holding every weight layout and the pairs its ``COVERAGE`` names, whatever the seed.  The
+Part A: each check asks for all nine layouts its kind of x has, in an order drawn from the
+seed (``judges.draw_layouts``): every weight layout and every pair its ``COVERAGE`` names,
+whatever the seed.  The
 learner's predictions run in a worker where JAX does not exist (``without_jax``,
 ``grader.sandbox.nojax``), so neither the call nor the file's import can compile a layout and
 look its answer up; the truth is the MLP compiled with each layout in the clean worker, at grading
