@@ -50,6 +50,11 @@ def test_hvp_judges_value_and_the_hessian_it_builds():
     with pytest.raises(CheckFailed) as err:
         judges.judge_hvp_largest(whole)
     assert "n x n Hessian" in err.value.diagnosis
+    # jax.hessian also builds an int32 n x n basis: the message names the float Hessian first
+    assert whole["aval"] == f"float32[{judges.HESSIAN_SIZE},{judges.HESSIAN_SIZE}]"
+    assert any(a.startswith("int32") for a in whole["avals"])
+    assert err.value.message.startswith("hvp's jaxpr holds") and "float32[1024,1024]" in err.value.message
+    assert "int32" not in err.value.message and "integer or boolean" in err.value.message
 
 
 def test_the_cheaper_mode_by_the_statements_numbers():
