@@ -340,12 +340,18 @@ def judge_softmax_residuals(got: list[dict], cases: list[dict]) -> None:
         if count == 1 and isinstance(residuals[0], np.ndarray) and residuals[0].shape == np.shape(case["x"]) and \
                 np.array_equal(residuals[0], case["x"]):
             diagnosis = "the backward pass keeps the input x, not the output: it must recompute the softmax"
+            message = "jax.vjp(softmax, x) keeps 1 residual, but it is the input x, not the output"
         elif count > 1:
             diagnosis = (f"reverse mode keeps {count} arrays for the backward pass: JAX's own derivative of every "
                          "step, or a custom rule that saves more than the output")
-        else:
+            message = f"jax.vjp(softmax, x) keeps {count} residuals; expected 1, the output"
+        elif count == 1:
             diagnosis = "what the backward pass keeps is not the output of softmax"
-        raise _fail(f"jax.vjp(softmax, x) keeps {count} residual(s); expected 1, the output", diagnosis,
+            message = "jax.vjp(softmax, x) keeps 1 residual, but it is not the output"
+        else:
+            diagnosis = "the backward pass keeps nothing: not the output of softmax"
+            message = "jax.vjp(softmax, x) keeps no residual; expected 1, the output"
+        raise _fail(message, diagnosis,
                     "with jax.custom_vjp, the forward rule returns (y, y): the output, and the output as the only "
                     "residual; the backward rule needs nothing else",
                     measured=f"{count} leaves: {[describe(r) for r in residuals]}", expected="one leaf, equal to y")
