@@ -87,7 +87,7 @@ def _largest_message(facts: dict, n: int, shown: int = 3) -> str:
     what = "a value" if len(avals) == 1 else f"{len(avals)} values"
     unnamed_floats = len(floats) - len(named) if floats else 0
     more = "" if not rest else (f" and {rest} more" if unnamed_floats else
-                                f" and {rest} integer or boolean one(s), e.g. the basis jax.jacfwd builds")
+                                f" and {rest} integer or boolean one{'s' if rest > 1 else ''}, e.g. the basis jax.jacfwd builds")
     return f"hvp's jaxpr holds {what} of {facts['elements']} elements for x of size {n}: {', '.join(named)}{more}"
 
 
