@@ -35,9 +35,11 @@ def primitive_counts(jaxpr) -> dict[str, int]:
 
 def largest_value(jaxpr) -> dict:
     """The value with the most elements anywhere in ``jaxpr`` (inputs, constants and every
-    equation's outputs, sub-jaxprs included): ``{"elements", "aval"}``.  What a program
-    materialises at least once, e.g. an ``n x n`` Hessian."""
-    best = {"elements": 0, "aval": ""}
+    equation's outputs, sub-jaxprs included): ``{"elements", "aval", "avals"}``.  What a program
+    materialises at least once, e.g. an ``n x n`` Hessian.  ``avals`` lists the distinct types
+    of that largest size, floating-point ones first (``jax.hessian`` also builds an integer
+    ``n x n`` basis; the float Hessian is the one a reader looks for); ``aval`` is the first."""
+    elements, avals = 0, []
     stack = [_inner(jaxpr)]
     while stack:
         j = stack.pop()
@@ -50,11 +52,18 @@ def largest_value(jaxpr) -> dict:
             size = 1
             for d in shape:
                 size *= int(d)
-            if size > best["elements"]:
-                best = {"elements": size, "aval": str(aval)}
+            if size > elements:
+                elements, avals = size, []
+            if size == elements and size > 0:
+                dtype = str(getattr(aval, "dtype", ""))  # float*, bfloat16, complex*: by name
+                inexact = dtype.startswith(("float", "bfloat", "complex"))
+                entry = (not inexact, str(aval))
+                if entry not in avals:
+                    avals.append(entry)
         for eqn in j.eqns:
             stack.extend(_inner(sub) for sub in jaxcompat.jaxprs_in_params(eqn.params))
-    return best
+    names = [name for _, name in sorted(avals, key=lambda e: e[0])]  # stable: floats first, else first seen
+    return {"elements": elements, "aval": names[0] if names else "", "avals": names}
 
 
 def jaxpr_summary(jaxpr) -> dict:

@@ -50,6 +50,11 @@ def test_hvp_judges_value_and_the_hessian_it_builds():
     with pytest.raises(CheckFailed) as err:
         judges.judge_hvp_largest(whole)
     assert "n x n Hessian" in err.value.diagnosis
+    # jax.hessian also builds an int32 n x n basis: the message names the float Hessian first
+    assert whole["aval"] == f"float32[{judges.HESSIAN_SIZE},{judges.HESSIAN_SIZE}]"
+    assert any(a.startswith("int32") for a in whole["avals"])
+    assert err.value.message.startswith("hvp's jaxpr holds") and "float32[1024,1024]" in err.value.message
+    assert "int32" not in err.value.message and "integer or boolean" in err.value.message
 
 
 def test_the_cheaper_mode_by_the_statements_numbers():
@@ -147,6 +152,20 @@ def test_softmax_residuals_tell_custom_vjp_from_autodiff():
     with pytest.raises(CheckFailed) as err:
         judges.judge_softmax_residuals(plain, cases)
     assert "keeps 5 arrays" in err.value.diagnosis
+    assert err.value.message.startswith("jax.vjp(softmax, x) keeps 5 residuals; expected 1, the output")
+
+    @jax.custom_vjp
+    def keeps_input(x):
+        return _stable(x)
+
+    keeps_input.defvjp(lambda x: (_stable(x), x),
+                       lambda x, g: ((y := _stable(x)) * (g - jnp.sum(g * y, axis=-1, keepdims=True)),))
+    got = probes.softmax_values(_ctx(softmax=keeps_input), cases)
+    judges.judge_softmax(got, cases, labels)
+    with pytest.raises(CheckFailed) as err:  # one residual, the wrong one: the message must not say "expected 1"
+        judges.judge_softmax_residuals(got, cases)
+    assert err.value.message.startswith("jax.vjp(softmax, x) keeps 1 residual, but it is the input x, not the output")
+    assert "keeps the input x" in err.value.diagnosis
     x = jnp.float32([1e4, -1e4, 0, 9999])  # the statement's numbers
     np.testing.assert_allclose(_stable(x), [0.7311, 0, 0, 0.2689], atol=1e-4)
     assert np.isnan(np.asarray(jnp.exp(x) / jnp.sum(jnp.exp(x)))).tolist() == [True, False, False, True]

@@ -147,6 +147,24 @@ def test_megatron_judges_catch_a_missing_shard_map_and_a_scatter():
         judges.judge_megatron_collectives(results["megatron"], mesh_shape, "here")
 
 
+def test_a_matmul_outside_the_shard_map_is_named_on_every_mesh():
+    """The statement's sentence ("no matmul outside it"), not in_specs: on a mesh whose 'model' axis has size 1,
+    XLA inserts nothing for the second matmul left outside, and the collective count alone misleads."""
+    def decoy(mesh, x, w1, w2):
+        hidden = jax.shard_map(lambda xb, w1b: jax.nn.relu(xb @ w1b), mesh=mesh,
+                               in_specs=(P("data", None), P(None, "model")), out_specs=P("data", "model"))(x, w1)
+        return hidden @ w2
+
+    for mesh_shape in ((2, 4), (8, 1)):
+        _, results = _run_all(mesh_shape, megatron_mlp=decoy)
+        with pytest.raises(CheckFailed) as err:
+            judges.judge_megatron_collectives(results["megatron"], mesh_shape, "here")
+        assert "1 matmul outside every shard_map" in err.value.message, err.value.message
+        assert "in_specs" not in err.value.advice + err.value.hint
+        if mesh_shape == (8, 1):
+            assert "the compiled program holds no collective" in err.value.diagnosis
+
+
 def test_a_failing_step_is_named():
     def broken(mesh, x, w1, w2):
         return jax.shard_map(lambda a, b, c: jax.nn.relu(a @ b) @ c, mesh=mesh,

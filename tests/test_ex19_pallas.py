@@ -12,15 +12,23 @@ def _batched(grid, blocks, host=None):
             "outside": {"jit": 1}, "host_callbacks": host or {}}
 
 
-def test_the_vmap_axis_is_taken_off_before_the_asked_kernel_is_compared():
+def test_the_batched_kernel_is_one_pallas_call_and_its_layout_is_judged_once():
+    """Under jax.vmap the numbers must come from one pallas_call with no arithmetic outside it; the grid's
+    order and the blocks are the layout check's alone (a layout mistake costs that check, not composes too)."""
     want = judges.expected_matmul_kernel((8, 12), (12, 6), (4, 3, 4))  # grid [2, 2, 3]
     judges.judge_batched_kernel(_batched([5, 2, 2, 3], [[None, 4, 4], [4, 3], [None, 4, 3]]), want, 5, "f",
                                 judges.MATMUL_ASKED)
-    with pytest.raises(CheckFailed):  # a grid of one step per batch item is not the asked tiling
-        judges.judge_batched_kernel(_batched([5, 1, 1, 1], [[None, 8, 12], [12, 6], [None, 8, 6]]), want, 5, "f",
-                                    judges.MATMUL_ASKED)
+    judges.judge_batched_kernel(_batched([5, 3, 2, 2], [[None, 4, 4], [4, 3], [None, 4, 3]]), want, 5, "f",
+                                judges.MATMUL_ASKED)  # the reduction axis first: the layout check's mistake
+    judges.judge_batched_kernel(_batched([5, 1, 1, 1], [[None, 8, 12], [12, 6], [None, 8, 6]]), want, 5, "f",
+                                judges.MATMUL_ASKED)  # one whole block: the layout check's mistake too
+    with pytest.raises(CheckFailed):
+        judges.judge_kernel(_batched([3, 2, 2], [[4, 4], [4, 3], [4, 3]]), want, "f", judges.MATMUL_ASKED)
     with pytest.raises(CheckFailed, match="0 Pallas kernels"):  # plain jnp under vmap
         judges.judge_batched_kernel({"calls": [], "outside": {"dot_general": 1}}, want, 5, "f", judges.MATMUL_ASKED)
+    with pytest.raises(CheckFailed, match="computes outside its kernel"):  # the ReLU outside the kernel
+        judges.judge_batched_kernel(dict(_batched([5, 2, 2, 3], [[None, 4, 4], [4, 3], [None, 4, 3]]),
+                                         outside={"jit": 1, "max": 1}), want, 5, "f", judges.MATMUL_ASKED)
 
 
 def test_numbers_and_kernels_from_a_host_callback_are_refused():

@@ -4,7 +4,7 @@ Fixed, readable inputs: for the softmax, eight rows of five logits in blocks of 
 ordinary row beside a row of logits near +1000, a row near -1000); for the matmul, x (16, 48)
 and w (48, 48) made of sines, in blocks bm=8, bn=12, bk=16 (a grid of 2 x 4 x 3).  Each check
 asks for the values, then the kernel's grid and blocks, then the function under jax.jit and
-jax.vmap (values and kernel again).  Values and kernel come from one trace of your function under
+jax.vmap (the values again, from one pallas_call with no arithmetic outside it).  Values and kernel come from one trace of your function under
 the grader's jax.jit: the numbers judged are those of the program whose grid and blocks are
 judged.  The hidden checks test the same properties on shapes, block sizes and values drawn at
 grading time.
@@ -58,7 +58,7 @@ def test_matmul_relu_small(submission):
     judge_kernel(facts, expected_matmul_kernel(X.shape, W.shape, BLOCKS), "matmul_relu", MATMUL_ASKED)
     batch = np.stack([X[:8], -X[8:]])  # two (8, 48) matrices sharing W, 3 k steps
     got = submission.probe("ex19_pallas:composed", "matmul_relu", [batch, W], list(BLOCKS))
-    what = "jax.jit(jax.vmap(matmul_relu)) over x"
+    what = "jax.jit(jax.vmap(matmul_relu))"  # over a batch of x, one w shared
     judge_matmul_relu(got, batch, W, BLOCKS, what=what)
     judge_batched_kernel(got["kernel"], expected_matmul_kernel(batch.shape[1:], W.shape, BLOCKS), len(batch), what,
                          MATMUL_ASKED)

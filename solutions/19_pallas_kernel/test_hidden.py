@@ -7,7 +7,8 @@ blocks; for the matmul, several k steps, a grid whose three axes have distinct s
 distinct block sizes, outputs the ReLU clips, and a partial sum over k that changes sign.
 The composition checks draw batches that hold the same hard cases (every kind of row in each
 softmax matrix; several k steps and a partial sum that changes sign for the matmul), and ask that
-the batched numbers come from the asked kernel.  References are NumPy, in float64.
+the batched numbers come from one pallas_call with no arithmetic outside it; the grid's order and
+the block shapes are judged once, by the layout checks.  References are NumPy, in float64.
 
 Every number judged here is computed by the program whose jaxpr is judged: the probes trace the
 learner's function once under our ``jax.jit`` and run that trace's compiled program
@@ -116,7 +117,7 @@ def test_matmul_relu_composes(submission, rng):
     xs, w, blocks = draw_matmul_batch(rng)
     ensure("matmul_relu_composes", MATMUL_BATCH_CASES, matmul_batch_labels(xs, w, blocks))
     got = submission.probe("ex19_pallas:composed", "matmul_relu", [xs, w], list(blocks))
-    what = "jax.jit(jax.vmap(matmul_relu)) over x"
+    what = "jax.jit(jax.vmap(matmul_relu))"  # over a batch of x, one w shared
     judge_matmul_relu(got, xs, w, blocks, what=what)
     judge_batched_kernel(got["kernel"], expected_matmul_kernel(xs.shape[1:], w.shape, blocks), len(xs), what,
                          MATMUL_ASKED)

@@ -77,16 +77,31 @@ def judge_hvp(got: list[dict], cases: list[dict]) -> None:
                     expected="H(x) @ v (rtol 1e-4)")
 
 
+def _largest_message(facts: dict, n: int, shown: int = 3) -> str:
+    """The largest values by type, floating-point first (``ir.largest_value`` orders them): the
+    float Hessian before the integer basis ``jax.hessian`` builds beside it."""
+    avals = list(facts.get("avals") or [facts["aval"]])
+    floats = [a for a in avals if a.startswith(("float", "bfloat", "complex"))]
+    named = (floats or avals)[:shown]
+    rest = len(avals) - len(named)
+    what = "a value" if len(avals) == 1 else f"{len(avals)} values"
+    unnamed_floats = len(floats) - len(named) if floats else 0
+    more = "" if not rest else (f" and {rest} more" if unnamed_floats else
+                                f" and {rest} integer or boolean one{'s' if rest > 1 else ''}, e.g. the basis jax.jacfwd builds")
+    return f"hvp's jaxpr holds {what} of {facts['elements']} elements for x of size {n}: {', '.join(named)}{more}"
+
+
 def judge_hvp_largest(facts: dict, n: int = HESSIAN_SIZE) -> None:
     if "error" in facts:
         raise _fail(f"jax.make_jaxpr of hvp failed: {facts['error']}", "hvp does not trace (jax.make_jaxpr raised)",
                     "build hvp from JAX transformations only", measured=facts["error"])
     if facts["elements"] >= n * n:
-        raise _fail(f"hvp's jaxpr holds a value of {facts['elements']} elements ({facts['aval']}) for x of size {n}",
+        raise _fail(_largest_message(facts, n),
                     "hvp builds the whole n x n Hessian (a value with n * n elements appears in its jaxpr)",
                     "never form the Hessian: jax.jvp of jax.grad(f) at x in the direction v gives H(x) v with "
                     "vectors of size n only; jax.hessian(f)(x) @ v and jax.jacfwd(jax.grad(f))(x) @ v build all of H",
-                    measured=f"largest value {facts['aval']}", expected=f"fewer than {n * n} elements")
+                    measured=f"largest values {', '.join(facts.get('avals') or [facts['aval']])}",
+                    expected=f"fewer than {n * n} elements")
 
 
 # --- part B: jacobian -------------------------------------------------------------------------------
@@ -325,12 +340,18 @@ def judge_softmax_residuals(got: list[dict], cases: list[dict]) -> None:
         if count == 1 and isinstance(residuals[0], np.ndarray) and residuals[0].shape == np.shape(case["x"]) and \
                 np.array_equal(residuals[0], case["x"]):
             diagnosis = "the backward pass keeps the input x, not the output: it must recompute the softmax"
+            message = "jax.vjp(softmax, x) keeps 1 residual, but it is the input x, not the output"
         elif count > 1:
             diagnosis = (f"reverse mode keeps {count} arrays for the backward pass: JAX's own derivative of every "
                          "step, or a custom rule that saves more than the output")
-        else:
+            message = f"jax.vjp(softmax, x) keeps {count} residuals; expected 1, the output"
+        elif count == 1:
             diagnosis = "what the backward pass keeps is not the output of softmax"
-        raise _fail(f"jax.vjp(softmax, x) keeps {count} residual(s); expected 1, the output", diagnosis,
+            message = "jax.vjp(softmax, x) keeps 1 residual, but it is not the output"
+        else:
+            diagnosis = "the backward pass keeps nothing: not the output of softmax"
+            message = "jax.vjp(softmax, x) keeps no residual; expected 1, the output"
+        raise _fail(message, diagnosis,
                     "with jax.custom_vjp, the forward rule returns (y, y): the output, and the output as the only "
                     "residual; the backward rule needs nothing else",
                     measured=f"{count} leaves: {[describe(r) for r in residuals]}", expected="one leaf, equal to y")

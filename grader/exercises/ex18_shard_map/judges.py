@@ -59,34 +59,58 @@ def loss_and_grads_reference(params: dict, x, y):
 MATMUL = "dot_general"
 
 
-def judge_by_hand(result: dict, name: str, axis: str, collective: str, mesh_shape, label: str, advice: str) -> None:
-    """The statement's skill is the collective written by hand: in the jaxpr of the very trace
-    that was compiled and run (``probes._compiled``), some shard_map's body sums over ``axis``
-    (a psum or pmean) and holds the matmuls, and no matmul is left outside every shard_map.
-    Plain jnp outside a shard_map that does nothing (or half the work) compiles to the same
-    all-reduces -- XLA inserts them -- and the compiled program alone cannot tell."""
-    expect_ran(result, name, mesh_shape, label, advice)
+def by_hand_fault(result: dict, axis: str, collective: str) -> str | None:
+    """What keeps the work from being done by hand, in words, or None: in the jaxpr of the very trace
+    that was compiled and run (``probes._compiled``), some shard_map's body must sum over ``axis`` (a
+    psum or pmean) and hold the matmuls, and no matmul may be left outside every shard_map."""
     maps = result.get("shard_maps") or []
     outside = int((result.get("outside_shard_maps") or {}).get(MATMUL, 0))
     summing = [m for m in maps if axis in m.get("sums_over", ())]
     working = [m for m in summing if m.get("primitives", {}).get(MATMUL)]
     if working and not outside:
-        return
+        return None
     if not maps:
-        found = "no shard_map"
-    elif not summing:
-        found = f"no {collective} over '{axis}' inside any shard_map"
+        return "no shard_map"
+    faults = []
+    if not summing:
+        faults.append(f"no {collective} over '{axis}' inside any shard_map")
     elif not working:
-        found = f"the shard_map that sums over '{axis}' holds no matmul"
-    else:
-        found = f"{outside} matmul(s) outside every shard_map"
-    _fail(f"{where(mesh_shape)}: {name} does not do its work by hand: {found}",
+        faults.append(f"the shard_map that sums over '{axis}' holds no matmul")
+    if outside:
+        faults.append(f"{outside} matmul{'s' if outside > 1 else ''} outside every shard_map")
+    return ", and ".join(faults)
+
+
+def structural_fault(result: dict, axis: str, collective: str) -> str | None:
+    """The fault that makes the compiled collectives meaningless, if any: no shard_map at all, or a matmul
+    left outside every shard_map.  Then XLA, not the learner, decides what to insert -- on a mesh whose
+    axis has size 1 nothing at all -- so the collective count (and any advice on in_specs) misleads."""
+    outside = int((result.get("outside_shard_maps") or {}).get(MATMUL, 0))
+    if "error" in result or not (outside or not result.get("shard_maps")):
+        return None
+    return by_hand_fault(result, axis, collective)
+
+
+def judge_by_hand(result: dict, name: str, axis: str, collective: str, mesh_shape, label: str, advice: str,
+                  compiled: str = "") -> None:
+    """The statement's skill is the collective written by hand (``by_hand_fault``).  Plain jnp outside a
+    shard_map that does nothing (or half the work) compiles to the same all-reduces -- XLA inserts them
+    -- and the compiled program alone cannot tell.  ``compiled``: what the compiled program holds, when
+    that is why this is asked (the collective count was wrong too)."""
+    expect_ran(result, name, mesh_shape, label, advice)
+    found = by_hand_fault(result, axis, collective)
+    if found is None:
+        return
+    maps = result.get("shard_maps") or []
+    also = f" (and the compiled program holds {compiled})" if compiled else ""
+    _fail(f"{where(mesh_shape)}: {name} does not do its work by hand: {found}{also}",
           measured=f"{found}; shard_maps: " + "; ".join(
               f"sums over {m.get('sums_over') or 'nothing'}, {m.get('primitives', {}).get(MATMUL, 0)} matmul(s)"
-              for m in maps),
+              for m in maps) + (f"; compiled: {compiled}" if compiled else ""),
           expected=f"the matmuls and a {collective} over '{axis}' inside jax.shard_map, no matmul outside it",
-          diagnosis=f"{label}: in {name}'s traced program, {found}: XLA may insert the same all-reduce for plain "
-                    f"jnp outside a shard_map, but this part asks for the {collective} written by hand, per device",
+          diagnosis=f"{label}: in {name}'s traced program, {found}{also}: XLA may insert the same all-reduce for "
+                    f"plain jnp outside a shard_map, but this part asks for the {collective} written by hand, per "
+                    f"device",
           advice=advice)
 
 
@@ -114,6 +138,9 @@ def judge_megatron_collectives(result, mesh_shape, label) -> None:
     found = collectives(result)
     if found != {"all-reduce": 1}:
         listing = _listing(found)
+        if structural_fault(result, "model", "psum"):  # XLA chose the collectives: name the cause, not in_specs
+            judge_by_hand(result, "megatron_mlp", "model", "psum", mesh_shape, label, MEGATRON_ADVICE,
+                          compiled=listing)
         advice = ("give shard_map the inputs' own layouts as in_specs (x P('data', None), w1 P(None, 'model'), w2 "
                   "P('model', None)) so nothing is moved before the call, and sum once, with jax.lax.psum over 'model'")
         _fail(f"{where(mesh_shape)}: megatron_mlp compiles to {listing}", measured=f"collectives in ENTRY: {listing}",
@@ -224,6 +251,9 @@ def judge_dp_collectives(result, mesh_shape, label) -> None:
     found = collectives(result)
     if set(found) != {"all-reduce"}:
         listing = _listing(found)
+        if structural_fault(result, "data", "pmean"):  # XLA chose the collectives: name the cause
+            judge_by_hand(result, "data_parallel_grads", "data", "pmean", mesh_shape, label, DP_ADVICE,
+                          compiled=listing)
         _fail(f"{where(mesh_shape)}: data_parallel_grads compiles to {listing}", measured=f"collectives in ENTRY: {listing}",
               expected="all-reduces only (the mean over 'data'), at least one",
               diagnosis=f"{label}: the compiled data-parallel step holds {listing}; data parallelism keeps each "

@@ -329,9 +329,10 @@ def expected_matmul_kernel(x_shape: tuple, w_shape: tuple, blocks: tuple[int, in
 
 # --- both parts: the kernel the statement asks for --------------------------------------------------
 
-def judge_kernel(facts: dict, want: dict, what: str, asked: str) -> None:
+def judge_kernel(facts: dict, want: dict, what: str, asked: str, layout: bool = True) -> None:
     """One ``pallas_call`` with exactly the asked grid, operands and block shapes, and no arithmetic
-    outside it.  ``asked`` says the grid and blocks in words (no drawn value)."""
+    outside it.  ``asked`` says the grid and blocks in words (no drawn value).  ``layout=False``
+    leaves the grid and the block shapes out: they are judged once, by the layout check."""
     if "error" in facts:
         name, meaning = error_diagnosis(facts["error"])
         advice = "your function must trace under jax.jit (the grader runs the traced program): " + meaning
@@ -364,7 +365,7 @@ def judge_kernel(facts: dict, want: dict, what: str, asked: str) -> None:
                           expected=f"{want['num_inputs']} input(s), {want['num_outputs']} output", hint=advice,
                           diagnosis=f"{what}'s pallas_call has another number of inputs or outputs than asked",
                           advice=advice)
-    if got_grid != want["grid"] or got_blocks != want["blocks"]:
+    if layout and (got_grid != want["grid"] or got_blocks != want["blocks"]):
         raise _layout_failure(what, asked, got_grid, got_blocks, want)
     extra = sorted(set(outside) - LAYOUT_PRIMITIVES)
     if extra:
@@ -377,20 +378,12 @@ def judge_kernel(facts: dict, want: dict, what: str, asked: str) -> None:
 
 
 def judge_batched_kernel(facts: dict, want: dict, batch: int, what: str, asked: str) -> None:
-    """``judge_kernel`` for the function under our ``jax.vmap``: the batched numbers must come from
-    the asked kernel too.  ``jax.vmap`` of a ``pallas_call`` puts the batch on a new leading grid
-    axis and a leading ``None`` (squeezed) block dimension on each batched operand; both are
-    taken off before the asked grid and blocks are compared."""
-    if "calls" in facts:
-        calls = []
-        for call in facts["calls"]:
-            grid, blocks = list(call["grid"]), [list(b) for b in call["blocks"]]
-            if len(grid) == len(want["grid"]) + 1 and grid[0] == batch:
-                grid = grid[1:]
-                blocks = [b[1:] if len(b) == len(w) + 1 and b[0] is None else b for b, w in zip(blocks, want["blocks"])]
-            calls.append(dict(call, grid=grid, blocks=blocks))
-        facts = dict(facts, calls=calls)
-    judge_kernel(facts, want, what, asked)
+    """``judge_kernel`` for the function under our ``jax.vmap``, without its grid and blocks: the
+    batched numbers must come from one ``pallas_call`` with no arithmetic outside it (the statement's
+    "exactly once" and "all their arithmetic inside the kernel" hold under jax.vmap too), but the
+    grid's order and the block shapes are the layout check's alone, so one layout mistake costs
+    that check, not the composition check as well."""
+    judge_kernel(facts, want, what, asked, layout=False)
 
 
 def _layout_failure(what: str, asked: str, grid: list, blocks: list, want: dict) -> CheckFailed:
