@@ -200,8 +200,11 @@ def measured_training(submission, reference, rng, activation, sizes, steps, batc
     batches = [dict(zip(("xs", "ys"), draw_data(rng, sizes, batch))) for _ in range(steps)]
     prepared = probe_pair(submission, reference, PROBE + "prepare_training", "run", sizes, activation,
                           int(rng.integers(2**31 - 1)), batches, int(rng.integers(2**30)))
-    ref.judge_step_program(prepared["step_primitives"])  # one compile of a step whose work is elsewhere is not one
-    return probe_compiles(submission, reference, PROBE + "train_steps", "run")[1]
+    out, compiles = probe_compiles(submission, reference, PROBE + "train_steps", "run")
+    # one compile of a step whose work is elsewhere is not one; the structure is read from one trace
+    # under the grader's jit, whose loss must be the measured calls' first
+    ref.judge_step_program(prepared, (out.get("losses") or [None])[0])
+    return compiles
 
 
 def compile_failure(count, expected, what, compiles, diagnosis, advice):
