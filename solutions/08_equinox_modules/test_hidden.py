@@ -214,6 +214,10 @@ def compile_failure(count, expected, what, compiles, diagnosis, advice):
 
 
 def test_compiles_once_per_architecture(submission, reference, archs, rng):
+    """The compile counts need the learner's own calls of its own filter_jit-ed train_step (our
+    jit would count our compile); the structure is read from one ``traced_run`` of train_step,
+    tied to those calls by ``judge_step_program`` (train_step eqx.filter_jit's own, the traced
+    loss the first call's)."""
     sizes = archs[0][int(rng.integers(2))][1]
     first, other = [str(a) for a in rng.permutation(ref.ACTIVATIONS)]
     runs = [(first, 5, (1, 1)), (first, 3, (0, 0)), (other, 2, (1, 1))]

@@ -155,6 +155,9 @@ def test_momentum_step_donates(submission, rng, seed):
 
 
 def test_momentum_step_compiles_once(submission, reference, rng):
+    """The compile count needs the learner's own calls of its own jitted train_step (our jit
+    would count our compile); it scores only once ``momentum_step_traced`` passes, whose
+    structure comes from one ``traced_run`` tied to these calls (train_step jax.jit's own)."""
     params, momentum, x, y, _, _ = step_case(rng, batch=int(rng.integers(26, 33)))  # a batch no other check uses
     calls = [{"args": [params, momentum, x, y, float(rng.uniform(0.01, 0.2)), float(rng.uniform(0.5, 0.95))]}
              for _ in range(4)]
