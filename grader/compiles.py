@@ -18,6 +18,22 @@ feedback says ("3 look like your function `train_step`"), together with JAX's ow
 each compilation's argument signature and the reason for each cache miss (the recorder
 turns on ``jax_log_compiles`` and, optionally, ``jax_explain_cache_misses`` for the block).
 
+What: the count floor (``grader.traced_work.expect_compiled_work``) needs to know what the
+programs compiled during the measured request compute, not what the function gives
+``jax.make_jaxpr`` in a call of its own (a function can tell a tracer from an array and show
+each call another program).  The recorder reads the primitives of every program LOWERED in
+the block whose name a compilation of the block carries (the ``ClosedJaxpr`` each new key of
+JAX's lowering cache holds, nested jaxprs included): ``primitives`` in the plain record, and
+``programs`` ``{"read", "unread"}`` -- a lowering whose jaxpr was already garbage-collected
+when the block ended (a ``jax.jit`` made and dropped inside the call) cannot be read, shows
+no primitive, and is counted as unread.  A program compiled in an earlier request and only
+reused here is not in this record: the checks that judge the floor draw inputs whose
+signatures no earlier request compiled.  Eagerly dispatched ``jnp`` operations lower (and
+compile) a one-primitive program each, and their primitives count too: NumPy beside an eager
+``jnp.tanh`` passes the floor, as would any decoy program that holds the primitive -- the
+floor is evidence that JAX compiled the work's essential operations during the measured
+calls, not that the returned numbers came from them (that takes ``traced_run``'s one trace).
+
 The attribution is NOT evidence: tracebacks, source-info contexts
 (``source_info_util.user_context``), names and ``__wrapped__`` are all set by learner code,
 which can make its compilations look like JAX's own.  It decides a verdict only where no
@@ -31,7 +47,7 @@ from __future__ import annotations
 import logging
 import os
 
-from grader import jaxcompat
+from grader import ir, jaxcompat
 from grader.sandbox.guard import Roots
 
 LIBRARY = "library"  # the guard's name for the Python installation's code
@@ -58,6 +74,9 @@ class CompileRecorder:
         self.cache_misses: list[str] = []
         self.logged: list[dict] = []  # {"name", "signature"} per "Compiling" log line
         self.total = 0  # every compilation in the block (JAX's compilation cache misses)
+        self.primitives: dict[str, int] = {}  # primitive counts of the programs lowered and compiled in the block
+        self.programs_read = 0  # programs whose primitives are in ``primitives``
+        self.programs_unread = 0  # programs lowered in the block whose jaxpr was gone when it ended
 
     def __enter__(self) -> "CompileRecorder":
         import jax
@@ -121,20 +140,41 @@ class CompileRecorder:
         real one of the learner's, and neither can one whose program was dropped (its entry
         leaves the lowering cache) beside a library lowering of the same name."""
         lowered: dict[str, list[bool]] = {}
+        jaxprs: list = []  # (module name, ClosedJaxpr or None) of every new lowering
         for key in self._lowering_cache.cache_keys():
             if id(key[0]) in self._lowered_before:
                 continue
             jaxpr = key[0]()
-            lowered.setdefault(jaxcompat.module_name(key), []).append(jaxpr is None or self._own(jaxpr))
+            name = jaxcompat.module_name(key)
+            jaxprs.append((name, jaxpr))
+            lowered.setdefault(name, []).append(jaxpr is None or self._own(jaxpr))
         vouched: dict[str, int] = {name: (0 if any(kinds) else len(kinds)) for name, kinds in lowered.items()}
+        compiled_names: set[str] = set()
         for key in self._compile_cache.cache_keys():
             if id(key[0]) in self._before:
                 continue
             name = jaxcompat.module_name(key)
+            compiled_names.add(name)
             incidental = vouched.get(name, 0) > 0
             if incidental:
                 vouched[name] -= 1  # one library lowering, one compilation
             self.compilations.append({"name": jaxcompat.backend_compile_name(name), "own": not incidental})
+        self._read_programs(jaxprs, compiled_names)
+
+    def _read_programs(self, jaxprs: list, compiled_names: set[str]) -> None:
+        """The primitives of the programs lowered in the block and compiled there (a lowering
+        whose name no new compilation carries -- ``jax.jit(f).lower(x)`` alone -- compiled
+        nothing the count saw, so it shows nothing).  Every lowering counts, whoever's code
+        made it (the attribution is not evidence): eager ``jnp`` operations included."""
+        for name, jaxpr in jaxprs:
+            if name not in compiled_names:
+                continue
+            if jaxpr is None:
+                self.programs_unread += 1
+                continue
+            for primitive, n in ir.primitive_counts(jaxpr).items():
+                self.primitives[primitive] = self.primitives.get(primitive, 0) + n
+            self.programs_read += 1
 
     def _own(self, closed) -> bool:
         """Whether code that is not the Python installation's made an equation of ``closed``."""
@@ -203,6 +243,8 @@ class CompileRecorder:
             "own_by_name": self.by_name(),
             "events": self.events()[:200],
             "cache_misses": list(self.cache_misses),
+            "primitives": dict(self.primitives),
+            "programs": {"read": self.programs_read, "unread": self.programs_unread},
         }
 
 

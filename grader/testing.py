@@ -40,6 +40,7 @@ from grader.feedback import CheckFailed
 from grader.sandbox.client import SubmissionError
 
 MAX_MESSAGES, MAX_MESSAGE_CHARS = 50, 4000
+MAX_PRIMITIVES = 1000  # distinct primitive names read from a record
 _SIG_ARRAY = re.compile(r"ShapedArray\((?P<body>[^()]{0,300})\)")
 _SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int32": "i32", "int64": "i64",
           "int8": "i8", "int16": "i16", "uint8": "u8", "uint32": "u32"}
@@ -62,6 +63,12 @@ class Compiles:
     incidental: int = 0
     events: tuple[dict, ...] = ()  # the compilations the recorder attributed to the learner: {"name", "signature"}
     cache_misses: tuple[str, ...] = ()  # JAX's jax_explain_cache_misses messages
+    #: primitive counts of the programs lowered and compiled during the request (the count
+    #: floor, ``grader.traced_work.expect_compiled_work``), and how many programs they come
+    #: from / could not be read (their jaxpr was gone when the request ended)
+    primitives: dict = dataclasses.field(default_factory=dict)
+    programs_read: int = 0
+    programs_unread: int = 0
 
     @property
     def counted(self) -> int:
@@ -87,8 +94,14 @@ def compiles_of(submission, record: dict, reference_total: int | None = None) ->
     events = tuple({"name": str(e.get("name", ""))[:200], "signature": str(e.get("signature", ""))[:2000]}
                    for e in list(record.get("events", []))[:200] if isinstance(e, dict))
     misses = tuple(str(m)[:MAX_MESSAGE_CHARS] for m in list(record.get("cache_misses", []))[:MAX_MESSAGES])
+    raw = record.get("primitives", {})
+    primitives = {str(k)[:100]: v for k, v in list(raw.items())[:MAX_PRIMITIVES]
+                  if type(v) is int and v > 0} if isinstance(raw, dict) else {}
+    programs = record.get("programs", {}) if isinstance(record.get("programs"), dict) else {}
+    read, unread = (n if type(n := programs.get(k, 0)) is int and n >= 0 else 0 for k in ("read", "unread"))
     return Compiles(total=total, reference=reference_total, attributed=total - incidental, incidental=incidental,
-                    events=events, cache_misses=misses)
+                    events=events, cache_misses=misses, primitives=primitives, programs_read=read,
+                    programs_unread=unread)
 
 
 def probe_pair(submission, reference, probe: str, *args: Any, **kwargs: Any) -> Any:

@@ -2,12 +2,30 @@
 
 "At least one compilation, at most the reference solution's" is true of a function that
 computes everything in NumPy and jits something trivial once per signature.  What tells the
-two apart is the program itself: the ``traced:work`` probe (``grader/probes/traced.py``)
-traces the graded function with ``jax.make_jaxpr``, and ``expect_jax_work`` requires that it
-traced (NumPy or ``float()`` on a traced array raises), that it holds the computation's
-essential primitives (softmax needs an ``exp``, the model a ``tanh``) and that no host
-callback carries the work out of JAX.  Shared by the public and the hidden checks; the
-feedback names no input.
+two apart is the program itself, judged twice:
+
+* ``expect_jax_work``: the ``traced:work`` probe (``grader/probes/traced.py``) traces the
+  graded function with ``jax.make_jaxpr``; it must trace (NumPy or ``float()`` on a traced
+  array raises), hold the computation's essential primitives (softmax needs an ``exp``, the
+  model a ``tanh``) and no host callback.  This gives the clearer message when the function
+  does not trace at all -- but it is a call of its own, and a function that tells a tracer
+  from an array (``isinstance(x, jax.core.Tracer)``) shows it the real program while the
+  counted calls compute in NumPy beside a do-nothing jit.
+* ``expect_compiled_work``: the same demands on the programs compiled DURING THE COUNTED
+  REQUEST itself -- the primitives the worker's ``CompileRecorder`` read from the jaxprs
+  lowered and compiled in that request (``Compiles.primitives``).  A do-nothing jit holds
+  none of the work, whatever the function shows a separate trace.  A program whose jaxpr
+  was gone before the request ended (a ``jax.jit`` made and dropped inside the call) shows
+  nothing, so it cannot pass for the work.  The checks that judge it draw inputs whose
+  signatures no earlier request (a warm-up included) compiled, so an honest function's
+  program is compiled, and read, in the counted request.  Eager ``jnp`` operations compile
+  a one-primitive program each and count too (decided: the recorder's attribution that
+  would tell them apart is not evidence): NumPy beside an eager ``jnp.tanh`` passes this
+  floor, as any decoy holding the primitive would; the floor asks that JAX compiled the
+  work's essential operations while the function was measured, and the value checks (and
+  ``traced_run``'s one trace, where an exercise uses it) do the rest.
+
+Shared by the public and the hidden checks; the feedback names no input.
 """
 
 from __future__ import annotations
@@ -65,3 +83,39 @@ def expect_jax_work(found, *, what: str, needs: dict[str, tuple[str, ...]], advi
             diagnosis=f"the program JAX traces for {what} does not hold {' or '.join(missing)}: that part of the work "
                       f"happens outside JAX (NumPy on concrete values, or a result computed ahead of time), so "
                       f"compiling it is not what the compile count rewards")
+
+
+def expect_compiled_work(compiles, *, what: str, needs: dict[str, tuple[str, ...]], advice: str) -> None:
+    """``compiles`` is the ``grader.testing.Compiles`` of the counted request for ``what``;
+    the programs lowered and compiled during it must hold, between them, one primitive of
+    each part of ``needs`` and no host callback.  Raises ``CheckFailed`` (diagnosis and
+    advice name no input).  Judge it after the count: with no compilation at all the count
+    check has the better message."""
+    __tracebackhide__ = True
+    primitives = compiles.primitives if isinstance(compiles.primitives, dict) else {}
+    read, unread = compiles.programs_read, compiles.programs_unread
+    seen = (f"{read} program(s) compiled while measured; primitives in them: "
+            f"{', '.join(sorted(primitives)[:40]) or 'none'}"
+            + (f"; {unread} more could not be read" if unread else ""))
+    callbacks = sorted(p for p in HOST_CALLBACK_PRIMITIVES if primitives.get(p))
+    if callbacks:
+        raise CheckFailed(
+            f"the programs {what} compiled while it was measured hand work to Python on the host",
+            measured=seen, expected="no host callback", hint=advice, advice=advice,
+            diagnosis=f"the programs your function compiled while it was measured hold a host callback "
+                      f"({', '.join(callbacks)}): the work done there is not JAX's, so it is not compiled and not "
+                      f"what this exercise asks for")
+    missing = [" or ".join(names) for part, names in needs.items() if not any(primitives.get(n) for n in names)]
+    if not missing:
+        return
+    held = " and no ".join(missing)
+    why = ("the work must be inside the jitted program, not computed on the host beside it")
+    if read == 0 and (unread or compiles.total):
+        why += ("; no program it compiled could be read, as happens when a jitted function is dropped before the "
+                "calls end: jit your function once (e.g. @jax.jit at module level), not anew on every call")
+    raise CheckFailed(
+        f"the programs {what} compiled while it was measured hold no {held}", measured=seen,
+        expected="; ".join(f"{part}: one of {', '.join(names)}" for part, names in needs.items()),
+        hint=advice, advice=advice,
+        diagnosis=f"the programs your function compiled while it was measured hold no {held}: {why}. A compile "
+                  f"count is judged only for programs that do the work")

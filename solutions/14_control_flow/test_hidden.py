@@ -79,7 +79,7 @@ def test_switch_compiles_once(submission, reference, rng):
                     hint="keep index traced: one compiled program holds all three branches",
                     advice="keep index an ordinary traced argument (not static) and let lax.switch choose the branch "
                            "at run time: every index must share one compiled program")
-    expect_switch_in_jax(submission, x)  # the count floor: the compiled program is apply_branch's own work
+    expect_switch_in_jax(submission, compiles, x)  # the count floor: the compiled program is apply_branch's own work
 
 
 def test_switch_runs_one_branch(submission, rng):
@@ -109,7 +109,7 @@ def test_piecewise_compiles_once(submission, reference, rng):
                     hint="jit piecewise itself and let lax.cond choose inside the compiled program",
                     advice="jit piecewise itself, with lax.cond inside: inputs of either sign must share one compiled "
                            "program (a Python if outside jit needs one program per branch)")
-    expect_piecewise_in_jax(submission, xs[0])  # the count floor: the compiled program is piecewise's own work
+    expect_piecewise_in_jax(submission, compiles, xs[0])  # the count floor: the compiled program does piecewise's work
 
 
 # --- part C: a square root with a finite gradient ---------------------------------------------------

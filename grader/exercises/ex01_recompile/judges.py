@@ -73,16 +73,19 @@ SCORE_IN_JAX_ADVICE = ("compute z, the softmax and the outputs with jax.numpy / 
                        "makes the compile count look right")
 
 
-def expect_score_in_jax(submission) -> None:
+def expect_score_in_jax(submission, compiles) -> None:
     """The count floor of Part B: ``score`` of every mode traces with its logits as a tracer
     (``traced:work``; temperature and shift stay as given, so host-side work on them is fine)
-    and holds the softmax's ``exp``, with no host callback.  NumPy work beside a trivial jit
-    compiles once per (shape, mode) too; its program shows that JAX does none of the work."""
+    and holds the softmax's ``exp``, with no host callback; and the programs compiled during
+    the counted workload (``compiles``, its ``Compiles``: shapes the warm-up did not use) hold
+    it too (``expect_compiled_work``).  NumPy work beside a trivial jit compiles once per
+    (shape, mode) too; its program shows that JAX does none of the work."""
     __tracebackhide__ = True
-    from grader.traced_work import expect_jax_work
+    from grader.traced_work import expect_compiled_work, expect_jax_work
 
     logits = np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(2, 3)
     for mode in ("probs", "logz", "entropy"):
         found = submission.probe("traced:work", "score", [logits, 1.25, 0.5, mode], None, [0])
         expect_jax_work(found, what=f"score(logits, temperature, shift, {mode!r})", needs=SCORE_NEEDS,
                         advice=SCORE_IN_JAX_ADVICE)
+    expect_compiled_work(compiles, what="score", needs=SCORE_NEEDS, advice=SCORE_IN_JAX_ADVICE)

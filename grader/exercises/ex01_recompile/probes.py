@@ -69,13 +69,15 @@ def serve_workload(ctx, requests: list) -> dict:
     """Part B: call the learner's ``score`` once per ``{"args", "kwargs"}`` request, recording
     the compilations of each request on its own (``per_request``: the learner's count per
     request, for the diagnosis only) and of all of them (``compiles``: the records merged,
-    which the trusted side checks against the meter of this whole request).  Inputs become
+    which the trusted side checks against the meter of this whole request; the primitives of
+    every request's compiled programs summed, for the count floor).  Inputs become
     JAX arrays before any recording starts."""
     fn = ctx.function("score")
     prepared = [(to_jax(r.get("args", [])), to_jax(r.get("kwargs", {}))) for r in requests]
     _block(prepared)
     outputs, per_request = [], []
-    merged = {"total": 0, "incidental": 0, "events": [], "cache_misses": []}
+    merged = {"total": 0, "incidental": 0, "events": [], "cache_misses": [], "primitives": {},
+              "programs": {"read": 0, "unread": 0}}
     for args, kwargs in prepared:
         with CompileRecorder(ctx.roots, explain_cache_misses=True) as rec:
             outputs.append(_block(fn(*args, **kwargs)))
@@ -85,6 +87,10 @@ def serve_workload(ctx, requests: list) -> dict:
         merged["incidental"] += plain["incidental"]
         merged["events"] += plain["events"]
         merged["cache_misses"] += plain["cache_misses"]
+        for name, n in plain["primitives"].items():
+            merged["primitives"][name] = merged["primitives"].get(name, 0) + n
+        for k in ("read", "unread"):
+            merged["programs"][k] += plain["programs"][k]
     merged["events"] = merged["events"][:200]
     merged["cache_misses"] = merged["cache_misses"][:50]
     return {"outputs": outputs, "compiles": merged, "per_request": per_request}

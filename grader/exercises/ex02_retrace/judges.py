@@ -173,13 +173,15 @@ STEP_IN_JAX_ADVICE = ("do the whole step -- the model, the masked loss, its grad
                       "jitted function that does none of the work only makes the compile count look right")
 
 
-def expect_step_in_jax(submission) -> None:
+def expect_step_in_jax(submission, compiles: Compiles) -> None:
     """The count floor of the compile checks: ``train_step`` traces with the parameters and
     the padded batch as tracers (``traced:work``; ``lr`` stays a Python float) and holds the
-    model's ``tanh``, with no host callback.  A NumPy step beside a do-nothing jit compiles
-    once per bucket too; its program shows that JAX does none of the work."""
+    model's ``tanh``, with no host callback; and so do the programs compiled during the
+    measured run (``compiles``: its bucket lengths are not the warm-up's [1, 1] batch;
+    ``expect_compiled_work``).  A NumPy step beside a do-nothing jit compiles once per bucket
+    too; its program shows that JAX does none of the work."""
     __tracebackhide__ = True
-    from grader.traced_work import expect_jax_work
+    from grader.traced_work import expect_compiled_work, expect_jax_work
 
     rng = np.random.default_rng(0)
     params = {"embed": rng.normal(size=(6, 3)).astype(np.float32), "w": rng.normal(size=3).astype(np.float32),
@@ -190,3 +192,4 @@ def expect_step_in_jax(submission) -> None:
     mask[:, :5] = 1.0
     found = submission.probe("traced:work", "train_step", [params, tokens, targets, mask], {"lr": 0.1}, [0, 1, 2, 3])
     expect_jax_work(found, what="train_step", needs=STEP_NEEDS, advice=STEP_IN_JAX_ADVICE)
+    expect_compiled_work(compiles, what="train_step", needs=STEP_NEEDS, advice=STEP_IN_JAX_ADVICE)

@@ -137,12 +137,15 @@ NORMS_IN_JAX_ADVICE = ("compute the per-example gradients and their norms with J
                        "that does none of the work only makes the compile count look right")
 
 
-def expect_norms_in_jax(submission, params, xs, ys) -> None:
+def expect_norms_in_jax(submission, compiles, params, xs, ys) -> None:
     """The count floor of the compile checks: ``per_example_grad_norms`` traces with every
-    argument a tracer (``traced:work``) and holds the model's ``tanh``, with no host callback.
-    Norms computed in NumPy beside a do-nothing jit compile once per shape too."""
+    argument a tracer (``traced:work``) and holds the model's ``tanh``, with no host callback;
+    and so do the programs compiled during the counted calls (``compiles``, their
+    ``Compiles``; ``expect_compiled_work``).  Norms computed in NumPy beside a do-nothing jit
+    compile once per shape too."""
     __tracebackhide__ = True
-    from grader.traced_work import expect_jax_work
+    from grader.traced_work import expect_compiled_work, expect_jax_work
 
     found = submission.probe("traced:work", "per_example_grad_norms", [params, xs, ys])
     expect_jax_work(found, what="per_example_grad_norms", needs=NORMS_NEEDS, advice=NORMS_IN_JAX_ADVICE)
+    expect_compiled_work(compiles, what="per_example_grad_norms", needs=NORMS_NEEDS, advice=NORMS_IN_JAX_ADVICE)
