@@ -159,3 +159,47 @@ def test_a_loss_summed_over_the_batch_is_named():
     assert _batch_multiple(np.asarray(mean * 16, np.float32), mean) == 16
     assert _batch_multiple(np.asarray(mean * 1.5, np.float32), mean) == 0
     assert _batch_multiple(np.asarray(mean, np.float32), mean) == 0
+
+
+def test_the_step_structure_is_read_from_the_program_the_run_compiles():
+    """``prepare_run`` traces train_step once under the grader's jit and returns that
+    program's primitives and loss; ``judge_step_program`` asks that train_step be jax.jit's
+    own (so its calls trace the same body), that the traced loss is the run's first loss, and
+    then that the matmuls are there.  A Python function that hands tracers the jitted step and
+    runs something else on arrays (red team 2, attack 12) fails on the first."""
+    import types
+
+    from grader.exercises.ex07_training.judges import judge_step_program
+
+    hyper = (0.05, 1.0, 0.01)
+
+    @partial(jax.jit, donate_argnums=(0, 1))
+    def step(params, state, x, y):
+        loss, grads = jax.value_and_grad(probe._loss)(params, x, y)
+        updates, state = probe._optimizer(*hyper).update(grads, state, params)
+        return jax.tree.map(lambda p, u: p + u, params, updates), state, loss
+
+    def two_faced(params, state, x, y):
+        if isinstance(x, jax.core.Tracer):
+            return step(params, state, x, y)
+        return params, state, jnp.float32(0.0)
+
+    rng = np.random.default_rng(0)
+    params = draw_params(rng, [5, 8, 3])
+    x, y = rng.normal(size=(6, 5)).astype(np.float32), rng.integers(0, 3, size=6).astype(np.int32)
+    for fn, fails in ((step, None), (two_faced, "not the function jax.jit returns")):
+        ctx = types.SimpleNamespace(slots={}, function={"train_step": fn,
+                                                        "make_optimizer": probe._optimizer}.__getitem__)
+        with jax.numpy_rank_promotion("allow"):  # the grader's model adds its bias by broadcasting
+            prepared = probe.prepare_run(ctx, "run", hyper, params, x, y)
+        assert not any(a.is_deleted() for a in jax.tree.leaves(ctx.slots["run"]))  # our trace donates nothing
+        first = float(prepared["outputs"]["loss"])
+        run = {"losses": [first], "step_primitives": prepared["step_primitives"], "traced": prepared}
+        if fails is None:
+            judge_step_program(run)
+            with pytest.raises(CheckFailed) as err:  # a run whose first loss is not the traced program's
+                judge_step_program(dict(run, losses=[first + 1.0]))
+            assert "traced" in err.value.diagnosis
+        else:
+            with pytest.raises(CheckFailed, match=fails):
+                judge_step_program(run)

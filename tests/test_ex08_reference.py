@@ -162,3 +162,63 @@ def test_layers_built_from_one_key_are_found():
     assert ref.shared_key_layers(as_plain(shared)) == [(0, 1), (0, 2), (1, 2)]
     with pytest.raises(ref.CheckFailed, match="same key"):
         ref.judge_layer_keys(as_plain(shared), "a model")
+
+
+def test_the_step_structure_is_read_from_the_program_the_calls_run():
+    """``prepare_training`` traces train_step once under the grader's jit and returns that
+    program's primitives and loss; ``judge_step_program`` asks that train_step be
+    eqx.filter_jit's own (its calls trace the same body), that the traced loss be the first
+    call's, then that the matmuls are there.  A Python function that hands tracers the
+    filter_jit-ed step and runs something else on arrays (red team 2, attack 12) fails on the
+    first; a class of one's own named like Equinox's wrapper is not Equinox's."""
+    import types
+
+    from grader.exercises.ex08_equinox import probes
+    from grader.feedback import CheckFailed
+    from grader.sandbox.guard import Roots
+
+    optimizer = optax.adam(1e-2)
+
+    class MLP(eqx.Module):
+        layers: list
+
+        def __call__(self, x):
+            return self.layers[1](jnp.tanh(self.layers[0](x)))
+
+    def make_model(sizes, activation, rate, seed):
+        keys = jax.random.split(jax.random.key(seed), len(sizes) - 1)
+        return MLP([eqx.nn.Linear(a, b, key=k) for a, b, k in zip(sizes[:-1], sizes[1:], keys)])
+
+    @eqx.filter_jit
+    def step(model, opt_state, xs, ys, key):
+        loss, grads = eqx.filter_value_and_grad(lambda m: jnp.mean((jax.vmap(m)(xs) - ys) ** 2))(model)
+        updates, opt_state = optimizer.update(grads, opt_state, eqx.filter(model, eqx.is_array))
+        return eqx.apply_updates(model, updates), opt_state, loss
+
+    def two_faced(model, opt_state, xs, ys, key):
+        if isinstance(xs, jax.core.Tracer):
+            return step(model, opt_state, xs, ys, key)
+        return model, opt_state, jnp.float32(0.0)
+
+    class _JitWrapper:  # a learner's class, named like Equinox's
+        def __call__(self, *args):
+            return two_faced(*args)
+
+    rng = np.random.default_rng(0)
+    batches = [{"xs": rng.normal(size=(5, 3)).astype(np.float32), "ys": rng.normal(size=(5, 2)).astype(np.float32)}]
+    roots = Roots.of_this_python(sandbox="/nonexistent-sandbox", grader="/nonexistent-grader")
+    for fn, fails in ((step, None), (two_faced, "not the function eqx.filter_jit returns"),
+                      (_JitWrapper(), "not the function eqx.filter_jit returns")):
+        functions = {"make_model": make_model, "train_step": fn,
+                     "init_opt_state": lambda m: optimizer.init(eqx.filter(m, eqx.is_array))}
+        ctx = types.SimpleNamespace(slots={}, roots=roots, function=functions.__getitem__)
+        prepared = probes.prepare_training(ctx, "run", [3, 4, 2], "tanh", 0, batches, 0)
+        first = float(prepared["outputs"]["loss"])
+        if fails is None:
+            ref.judge_step_program(prepared, first)
+            with pytest.raises(CheckFailed) as err:  # calls whose first loss is not the traced program's
+                ref.judge_step_program(prepared, first + 1.0)
+            assert "traced" in err.value.diagnosis
+        else:
+            with pytest.raises(CheckFailed, match=fails):
+                ref.judge_step_program(prepared, first)

@@ -138,19 +138,57 @@ def _step(grad_of, donate=(0, 1)):
 def test_step_structure_wants_remat_loss_and_no_callback():
     params, x, y = draw_model(np.random.default_rng(0), depth=4, width=8, batch=4)
     momentum = jax.tree.map(np.zeros_like, params)
-    remat = _step(lambda p, a, b: _segmented()(p, a, b, 2))
-    judges.judge_step_structure(probe.step_primitives(_Ctx(train_step=remat), params, momentum, x, y, 0.1, 0.9))
-    plain = _step(lambda p, a, b: _head(_run(p, a), b))
+    plain_loss = lambda p, a, b: _head(_run(p, a), b)  # noqa: E731
+    loss, grads = jax.value_and_grad(plain_loss)(*to_jax([params, x, y]))
+    ref = {"loss": np.asarray(loss), "grads": jax.tree.map(np.asarray, grads)}
+
+    def judge(step):
+        facts = probe.step_primitives(_Ctx(train_step=step), params, momentum, x, y, 0.1, 0.9)
+        judges.judge_step_structure(facts, params, momentum, 0.1, 0.9, ref)
+
+    judge(_step(lambda p, a, b: _segmented()(p, a, b, 2)))
     with pytest.raises(CheckFailed, match="does not differentiate remat_loss"):
-        judges.judge_step_structure(probe.step_primitives(_Ctx(train_step=plain), params, momentum, x, y, 0.1, 0.9))
+        judge(_step(plain_loss))
+
+    plain_vg = jax.jit(jax.value_and_grad(plain_loss))
 
     def host(params, momentum, x, y, lr, beta):
+        def numpy_step(p, m, a, b, lr, beta):
+            value, g = plain_vg(p, a, b)
+            m = jax.tree.map(lambda mi, gi: beta * mi + np.asarray(gi), m, g)
+            return jax.tree.map(lambda pi, mi: pi - lr * mi, p, m), m, np.asarray(value, np.float32)
         shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), (params, momentum))
-        return jax.pure_callback(lambda p, m, *_: (p, m, np.float32(0)),
-                                 (*shapes, jax.ShapeDtypeStruct((), jnp.float32)), params, momentum, x, y, lr, beta)
+        return jax.pure_callback(numpy_step, (*shapes, jax.ShapeDtypeStruct((), jnp.float32)),
+                                 params, momentum, x, y, lr, beta)
     with pytest.raises(CheckFailed, match="host callback"):
-        judges.judge_step_structure(probe.step_primitives(_Ctx(train_step=jax.jit(host)), params, momentum, x, y,
-                                                          0.1, 0.9))
+        judge(jax.jit(host))
+
+
+def test_step_structure_is_judged_on_the_program_the_calls_run():
+    """A Python function that hands tracers the remat step and steps on the plain loss when
+    called on arrays (red team 2, attack 12) is refused: only jax.jit's own function traces
+    its body on every call; and a traced program whose numbers are not the step's is refused
+    before its structure is read."""
+    params, x, y = draw_model(np.random.default_rng(0), depth=4, width=8, batch=4)
+    momentum = jax.tree.map(np.zeros_like, params)
+    loss, grads = jax.value_and_grad(lambda p, a, b: _head(_run(p, a), b))(*to_jax([params, x, y]))
+    ref = {"loss": np.asarray(loss), "grads": jax.tree.map(np.asarray, grads)}
+    remat = _step(lambda p, a, b: _segmented()(p, a, b, 2))
+    plain = _step(lambda p, a, b: _head(_run(p, a), b))
+
+    def two_faced(params, momentum, x, y, lr, beta):
+        if isinstance(x, jax.core.Tracer):
+            return remat(params, momentum, x, y, lr, beta)
+        return plain(params, momentum, x, y, lr, beta)
+
+    facts = probe.step_primitives(_Ctx(train_step=two_faced), params, momentum, x, y, 0.1, 0.9)
+    with pytest.raises(CheckFailed, match="not the function jax.jit returns"):
+        judges.judge_step_structure(facts, params, momentum, 0.1, 0.9, ref)
+    wrong = _step(lambda p, a, b: 2.0 * _segmented()(p, a, b, 2))
+    facts = probe.step_primitives(_Ctx(train_step=wrong), params, momentum, x, y, 0.1, 0.9)
+    with pytest.raises(CheckFailed) as err:
+        judges.judge_step_structure(facts, params, momentum, 0.1, 0.9, ref)
+    assert "traced" in err.value.diagnosis
 
 
 def test_donated_args_show_a_donated_batch():

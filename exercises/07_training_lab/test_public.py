@@ -57,7 +57,7 @@ def test_training_run_small(submission, reference):
     out, compiles = training_run(submission, reference, HYPER, draw_params(rng, SIZES, bias_scale=0.0), x, y, 20)
     judge_training(out["losses"], 20, 0.5)
     judge_compiles(compiles, 20)
-    judge_step_program(out["step_primitives"])
+    judge_step_program(out)
 
 
 # The next checks use the training run's shapes: train_step is compiled once for all of them.

@@ -68,8 +68,9 @@ def measured_steps(submission, reference, activation, seed, batches, key_seed):
     """train_step alone over ``batches`` from a fresh model built by a request of its own."""
     prepared = probe_pair(submission, reference, PROBE + "prepare_training", "run", SIZES, activation, seed, batches,
                           key_seed)
-    ref.judge_step_program(prepared["step_primitives"])  # the step's work is in the program that compiles
-    return probe_compiles(submission, reference, PROBE + "train_steps", "run")[1]
+    out, compiles = probe_compiles(submission, reference, PROBE + "train_steps", "run")
+    ref.judge_step_program(prepared, (out.get("losses") or [None])[0])  # the step's work is in the program that compiles
+    return compiles
 
 
 def test_compiles_small(submission, reference):

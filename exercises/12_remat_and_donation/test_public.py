@@ -65,7 +65,8 @@ def test_momentum_step_small(submission, reference, truth):
     ref = truth.probe("ex12_remat:reference_value_and_grad", params, x, y)
     judge_momentum_step(submission.call("train_step", params, momentum, x, y, lr, beta), params, momentum, lr, beta,
                         ref)
-    judge_step_structure(submission.probe("ex12_remat:step_primitives", params, momentum, x, y, lr, beta))
+    judge_step_structure(submission.probe("ex12_remat:step_primitives", params, momentum, x, y, lr, beta),
+                         params, momentum, lr, beta, ref)  # one trace: structure and values
     judge_donation(submission.probe("ex12_remat:donation", params, momentum, x, y, 0.05, 0.8))
     x3 = np.random.default_rng(1).normal(size=(3, WIDTH)).astype(np.float32)  # a new batch size: a fresh compile
     calls = [{"args": [params, momentum, x3, x3, lr_i, 0.9]} for lr_i in (0.1, 0.05, 0.02, 0.01)]

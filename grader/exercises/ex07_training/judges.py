@@ -19,7 +19,8 @@ from grader.exercises.ex07_training.reference import (
     per_example,
     tree_close,
 )
-from grader.feedback import CheckFailed, describe
+from grader.feedback import (CheckFailed, describe, expect_traced_program_computes, expect_traced_program_runs,
+                             traced_error)
 from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
 from grader.testing import expect_compiles, probe_compiles, probe_pair
 
@@ -150,13 +151,39 @@ def training_run(submission, reference, hyper, params, x, y, n_steps: int):
     measured against the reference solution's run of the same two requests."""
     prepared = probe_pair(submission, reference, "ex07_training:prepare_run", "run", hyper, params, x, y)
     out, compiles = probe_compiles(submission, reference, "ex07_training:train_run", "run", n_steps)
-    return dict(out, step_primitives=prepared.get("step_primitives", {})), compiles
+    return dict(out, step_primitives=prepared.get("step_primitives", {}), traced=prepared), compiles
 
 
-def judge_step_program(primitives: dict) -> None:
-    """The step's work is in the program jax.jit traces: its matmuls (forward and backward)
+def judge_step_program(run: dict) -> None:
+    """The step's work is in the program the run compiled: its matmuls (forward and backward)
     and no host callback.  A step computed in NumPy behind one trivial jitted call compiles
-    once too, so the compile count alone cannot see it."""
+    once too, so the compile count alone cannot see it.
+
+    ``run``: a ``training_run`` answer.  The structure is read from ``train_step`` traced once
+    under the grader's jit (``prepare_run``); the compile count needs the learner's own calls,
+    so the two are tied: ``train_step`` must be exactly what ``jax.jit`` returns (every call
+    then runs a trace of its body, which cannot tell the grader's trace from the run's by
+    ``isinstance(x, jax.core.Tracer)``), and the traced program's loss must be the run's
+    first loss."""
+    __tracebackhide__ = True
+    traced, primitives = run.get("traced", {}), run.get("step_primitives", {})
+    if not traced.get("jitted"):
+        advice = ("decorate train_step itself with @partial(jax.jit, donate_argnums=(0, 1)): a Python function in "
+                  "front of a jitted one can run another program when it is called than when it is traced")
+        raise CheckFailed(
+            "train_step is not the function jax.jit returns, so the program the run compiled cannot be read",
+            measured="train_step is not a jitted function", expected="jax.jit(...)'s own function", hint=advice,
+            diagnosis="train_step is a Python function (or another object), not what jax.jit returns: the program "
+                      "its calls compile is not necessarily the one the grader traces", advice=advice)
+    expect_traced_program_runs(traced_error(traced), "train_step", how=" (on the run's first inputs)")
+    loss, first = traced["outputs"]["loss"], (run.get("losses") or [None])[0]
+    ok = first is not None and isinstance(loss, np.ndarray) and loss.shape == () and \
+        np.isclose(float(loss), first, rtol=1e-4, atol=1e-6)
+    expect_traced_program_computes(
+        ok, "train_step", "compute the loss the training run's first call returned",
+        measured=f"traced program's loss {float(loss) if ok or (isinstance(loss, np.ndarray) and loss.shape == ()) else describe(loss)}"
+                 f", the run's first loss {first}", expected="the same loss (rtol 1e-4)",
+        how=" (on the run's first inputs)")
     opaque = sorted(set(primitives) & OPAQUE_PRIMITIVES)
     if opaque or not primitives.get("dot_general"):
         raise CheckFailed(

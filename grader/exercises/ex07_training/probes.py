@@ -57,6 +57,8 @@ from grader import ir as _ir
 from grader import jaxcompat
 from grader.compiles import CompileRecorder
 from grader.probes import steps as _steps
+from grader.probes.errors import first_line_or_unimplemented as _first_line
+from grader.probes.generic import traced_run
 from grader.sandbox.context import to_jax
 
 _jit = jax.jit
@@ -210,12 +212,31 @@ def step_once(ctx, hyper, params, adam, x, y) -> dict:
 
 
 def prepare_run(ctx, slot: str, hyper, params, x, y) -> dict:
-    """The run's inputs, kept for ``train_run``, and the primitives of ``train_step``'s traced
-    program on them (every level: the trusted side asks that the step's work is in it)."""
+    """The run's inputs, kept for ``train_run``, and ``train_step`` traced once on them under
+    our own ``jax.jit`` (``traced_run``): the primitives of that program (every level: the
+    trusted side asks that the step's work is in it), the loss that very program computed
+    (``"outputs"``; ``"error"`` when tracing or running it failed), and whether ``train_step``
+    is exactly what ``jax.jit`` returns (``"jitted"``).
+
+    The compile count needs the learner's own calls of its own jit (``train_run``): that is the
+    program counted, so it cannot be our trace's.  What ties the two: a step that is jax.jit's
+    own traces its body with tracers on every call, so it cannot show our trace one program and
+    the run another by testing ``isinstance(x, jax.core.Tracer)`` (a Python function in front of
+    a jit can); and the traced program's loss must be the run's first loss."""
     params, x, y = _block((to_jax(params), _device_put(x), _device_put(y)))
     _, state = _learner_state(ctx, hyper, params)
     ctx.slots[str(slot)] = _block((params, state, x, y))
-    return {"step_primitives": _ir.primitive_counts(_make_jaxpr(ctx.function("train_step"))(params, state, x, y))}
+    fn = ctx.function("train_step")
+    run = traced_run(fn, params, state, x, y)  # our jit adds no donation: the kept inputs stay alive
+    out: dict = {"jitted": _steps.is_jitted(fn),
+                 "step_primitives": _ir.primitive_counts(run.jaxpr) if run.jaxpr is not None else {}}
+    if run.error is not None:
+        out["error"] = _first_line(run.error)
+    elif type(run.outputs) in (tuple, list) and len(run.outputs) == 3:
+        out["outputs"] = {"loss": _asarray(run.outputs[2])}
+    else:
+        out["error"] = "train_step does not return (new_params, new_opt_state, loss)"
+    return out
 
 
 def train_run(ctx, slot: str, n_steps: int) -> dict:

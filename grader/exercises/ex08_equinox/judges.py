@@ -22,7 +22,8 @@ import itertools
 import numpy as np
 
 from grader.compiles import OPAQUE_PRIMITIVES
-from grader.feedback import CheckFailed, describe
+from grader.feedback import (CheckFailed, describe, expect_traced_program_computes, expect_traced_program_runs,
+                             traced_error)
 
 LEARNING_RATE = 1e-2  # the stub's LEARNING_RATE; its OPTIMIZER is optax.adam with the defaults below
 B1, B2, EPS = 0.9, 0.999, 1e-8
@@ -343,10 +344,36 @@ def judge_grads(view: dict, sizes, activation: str, xs, ys) -> None:
 
 
 # --- the step's work is in the compiled program -------------------------------------------------
-def judge_step_program(primitives: dict) -> None:
+def judge_step_program(prepared: dict, first_loss) -> None:
     """``train_step``'s traced program holds its work: the layers' matmuls (forward and
     backward) and no host callback.  A step computed in NumPy behind one trivial jitted call
-    compiles once too, so the compile count alone cannot see it."""
+    compiles once too, so the compile count alone cannot see it.
+
+    ``prepared``: a ``prepare_training`` answer, ``train_step`` traced once under the grader's
+    jit; ``first_loss``: the loss the measured calls' first step returned.  The compile count
+    needs the learner's own calls, so the two are tied: ``train_step`` must be exactly what
+    ``eqx.filter_jit`` (or ``jax.jit``) returns (every call then traces its body, which cannot
+    tell the grader's trace from the calls by ``isinstance(x, jax.core.Tracer)``), and the
+    traced program's loss must be the first call's."""
+    __tracebackhide__ = True
+    if not prepared.get("jitted"):
+        advice = ("decorate train_step itself with @eqx.filter_jit: a Python function in front of a jitted one can "
+                  "run another program when it is called than when it is traced")
+        raise CheckFailed(
+            "train_step is not the function eqx.filter_jit returns, so the program its calls compile cannot be read",
+            measured="train_step is not a filter_jit-ed function", expected="eqx.filter_jit(...)'s own function",
+            hint=advice, diagnosis="train_step is a Python function (or another object), not what eqx.filter_jit "
+                                   "returns: the program its calls compile is not necessarily the one the grader "
+                                   "traces", advice=advice)
+    expect_traced_program_runs(traced_error(prepared), "train_step", how=" (its arrays traced, on the first batch)")
+    loss = prepared["outputs"]["loss"]
+    scalar = isinstance(loss, np.ndarray) and loss.shape == ()
+    ok = scalar and first_loss is not None and np.isclose(float(loss), float(first_loss), rtol=1e-4, atol=1e-6)
+    expect_traced_program_computes(
+        ok, "train_step", "compute the loss its first call returned", how=" (its arrays traced, on the first batch)",
+        measured=f"traced program's loss {float(loss) if scalar else describe(loss)}, the first call's {first_loss}",
+        expected="the same loss (rtol 1e-4)")
+    primitives = prepared["step_primitives"]
     opaque = sorted(set(primitives) & OPAQUE_PRIMITIVES)
     if opaque or not primitives.get("dot_general"):
         raise CheckFailed(

@@ -15,7 +15,9 @@ learner's file imports Equinox itself).
 ``train_run``      ``train_step`` over several batches from a fresh model, weights before and after
 ``prepare_training`` then ``train_steps``: the same, measured -- the first builds the model
                    and its optimizer state (building compiles JAX's random helpers) and keeps
-                   them in ``ctx.slots``, the second runs ``train_step`` alone
+                   them in ``ctx.slots``, and traces ``train_step`` once under our own jit
+                   (``grader.probes.generic.traced_run``: its primitives and that program's
+                   loss); the second runs ``train_step`` alone
 ``dropout_view``   ``predict`` and training-mode ``loss_fn`` under several keys
 ``dropout_losses`` training-mode ``loss_fn`` on one example (or copies of one) under many keys
 ``step_losses``    the loss ``train_step`` returns under many keys, from one model with dropout
@@ -23,12 +25,18 @@ learner's file imports Equinox itself).
 
 from __future__ import annotations
 
+import sys
+
 import jax
+import numpy as np
 
 from grader import ir as _ir
+from grader.compiles import LIBRARY as _LIBRARY
 from grader.compiles import CompileRecorder
 from grader.sandbox.context import to_jax
+from grader.probes import steps as _steps
 from grader.probes.errors import first_line as _first_line
+from grader.probes.generic import traced_run
 
 # Bound at import time (probe modules load before the learner's module does).
 _key = jax.random.key
@@ -40,6 +48,8 @@ _Array = jax.Array
 _flatten = jax.tree_util.tree_flatten
 _unflatten = jax.tree_util.tree_unflatten
 _make_jaxpr = jax.make_jaxpr
+_asarray = np.asarray
+_sys_modules = sys.modules
 
 MAX_TREEDEF_CHARS = 4000
 
@@ -118,10 +128,10 @@ def train_run(ctx, sizes, activation, seed, batches: list, key_seed) -> dict:
     return {"initial": initial, "after": after, "losses": losses}
 
 
-def _step_primitives(step, *args) -> dict:
-    """The primitives of ``step``'s traced program on ``args`` (nested jaxprs included): the
-    array leaves are traced, every other leaf (Dropout's float and bool) kept as it is, as
-    ``eqx.filter_jit`` does."""
+def _traced_step(step, *args):
+    """``step`` traced once on ``args`` under our own ``jax.jit`` (``traced_run``): the array
+    leaves are traced, every other leaf (Dropout's float and bool) kept as it is, as
+    ``eqx.filter_jit`` does; the program returns the step's loss."""
     leaves, treedef = _flatten(args)
     where = [i for i, leaf in enumerate(leaves) if isinstance(leaf, _Array)]
 
@@ -129,22 +139,55 @@ def _step_primitives(step, *args) -> dict:
         filled = list(leaves)
         for i, array in zip(where, arrays):
             filled[i] = array
-        return step(*_unflatten(treedef, filled))
+        out = step(*_unflatten(treedef, filled))
+        if not isinstance(out, (tuple, list)) or len(out) != 3:
+            raise TypeError("train_step should return a tuple (new_model, new_opt_state, loss)")
+        return out[2]
 
-    return _ir.primitive_counts(_make_jaxpr(traced)(*[leaves[i] for i in where]))
+    return traced_run(traced, *[leaves[i] for i in where])
+
+
+def _jit_made(ctx, fn) -> bool:
+    """Whether ``fn`` is exactly what ``eqx.filter_jit`` (or ``jax.jit``) returns: a function
+    whose every call traces its body, array leaves as tracers.  Equinox's wrapper type is read
+    from the module the learner's file imported, and must be defined in the installation's
+    code (a class of the learner's, however it is named, is not)."""
+    if _steps.is_jitted(fn):
+        return True
+    cls = getattr(_sys_modules.get("equinox._jit"), "_JitWrapper", None)
+    code = getattr(getattr(cls, "__call__", None), "__code__", None)
+    return (type(fn) is cls and cls is not None and code is not None
+            and ctx.roots.kind(code.co_filename) == _LIBRARY)
 
 
 def prepare_training(ctx, slot: str, sizes, activation, seed, batches: list, key_seed) -> dict:
     """A fresh model (dropout rate 0), its optimizer state, the batches on device and the
-    keys ``key(key_seed + t)``, kept in ``ctx.slots[slot]`` for ``train_steps``; and the
-    primitives of ``train_step``'s traced program on the first batch (the trusted side asks
-    that the step's work is in it)."""
+    keys ``key(key_seed + t)``, kept in ``ctx.slots[slot]`` for ``train_steps``; and
+    ``train_step`` traced once on the first batch under our own ``jax.jit``: the primitives of
+    that program (the trusted side asks that the step's work is in it), the loss that very
+    program computed (``"outputs"``; ``"error"`` when tracing or running it failed), and
+    whether ``train_step`` is exactly what ``eqx.filter_jit`` (or ``jax.jit``) returns
+    (``"jitted"``).
+
+    The compile count needs the learner's own calls of its own filter_jit (``train_steps``):
+    that is the program counted, so it cannot be our trace's.  What ties the two: a step that
+    is filter_jit's own traces its body with tracers on every call, so it cannot show our trace
+    one program and the calls another by testing ``isinstance(x, jax.core.Tracer)`` (a Python
+    function in front of a jit can); and the traced program's loss must be the calls' first."""
     model = _model(ctx, sizes, activation, 0.0, seed)
     opt_state = ctx.function("init_opt_state")(model)
     data = [(to_jax(b["xs"]), to_jax(b["ys"]), _key(int(key_seed) + t)) for t, b in enumerate(batches)]
     ctx.slots[str(slot)] = _block((model, opt_state, data))
     xs, ys, key = data[0]
-    return {"step_primitives": _step_primitives(ctx.function("train_step"), model, opt_state, xs, ys, key)}
+    step = ctx.function("train_step")
+    run = _traced_step(step, model, opt_state, xs, ys, key)
+    out: dict = {"jitted": _jit_made(ctx, step),
+                 "step_primitives": _ir.primitive_counts(run.jaxpr) if run.jaxpr is not None else {}}
+    if run.error is not None:
+        out["error"] = _first_line(run.error)
+    else:
+        out["outputs"] = {"loss": _asarray(run.outputs)}
+    return out
 
 
 def train_steps(ctx, slot: str) -> dict:

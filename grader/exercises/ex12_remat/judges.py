@@ -9,7 +9,8 @@ import math
 import numpy as np
 
 from grader import donation, jaxcompat
-from grader.feedback import CheckFailed, describe
+from grader.feedback import (CheckFailed, describe, expect_traced_program_computes, expect_traced_program_runs,
+                             traced_error)
 
 
 def f32(a):
@@ -262,11 +263,37 @@ def judge_head_outside(flags: list, segments: list, depth: int) -> None:
                 advice=advice)
 
 
-def judge_step_structure(primitives: dict) -> None:
-    """``primitives``: counts in ``train_step``'s jaxpr (probe ``step_primitives``).  The step
-    must be JAX's work: a callback runs Python on the host (a NumPy step inside one compiles
-    once, donates and gives the right numbers), and without a checkpoint equation it is not
-    remat_loss's gradient."""
+def judge_step_structure(facts: dict, params, momentum, lr, beta, ref: dict) -> None:
+    """``facts``: a ``step_primitives`` answer, ``train_step`` traced once under the grader's
+    jit, its primitive counts and that very program's outputs.  The step must be JAX's work: a
+    callback runs Python on the host (a NumPy step inside one compiles once, donates and gives
+    the right numbers), and without a checkpoint equation it is not remat_loss's gradient.
+
+    The counts are judged only once the traced program's own outputs are SGD with momentum on
+    ``ref`` (the value check's), and only for a step that is exactly what ``jax.jit`` returns:
+    the value and compile checks call the learner's own step (a compile count needs its own
+    jit), and only jax.jit's own function is bound to trace its body, tracers and all, on every
+    call -- a Python function in front of it can run another program on arrays."""
+    __tracebackhide__ = True
+    if not facts.get("jitted"):
+        advice = ("decorate train_step itself with @partial(jax.jit, donate_argnums=(0, 1)): a Python function in "
+                  "front of a jitted one can run another program when it is called than when it is traced")
+        raise CheckFailed(
+            "train_step is not the function jax.jit returns, so the program its calls run cannot be read",
+            measured="train_step is not a jitted function", expected="jax.jit(...)'s own function", hint=advice,
+            diagnosis="train_step is a Python function (or another object), not what jax.jit returns: the program "
+                      "its calls compile is not necessarily the one the grader traces", advice=advice)
+    how = " (lr and beta traced)"
+    expect_traced_program_runs(traced_error(facts), "train_step", how=how)
+    try:
+        judge_momentum_step(facts["outputs"], params, momentum, lr, beta, ref)
+        wrong = None
+    except CheckFailed as exc:
+        wrong = exc
+    expect_traced_program_computes(wrong is None, "train_step", "compute SGD with momentum on remat_loss's gradient",
+                                   measured=str(wrong) if wrong is not None else "",
+                                   expected="what the value check accepts", how=how)
+    primitives = facts["primitives"]
     callbacks = sorted(p for p in primitives if p in jaxcompat.CALLBACK_PRIMITIVES)
     if callbacks:
         raise CheckFailed(

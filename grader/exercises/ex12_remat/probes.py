@@ -24,7 +24,10 @@ In the sandbox, beside the learner's code (each returns plain data; verdicts are
     (the residual bytes cannot show it: the head inside keeps ``y`` instead of ``h - y``).
 ``step_primitives(ctx, params, momentum, x, y, lr, beta)``
     how often each primitive appears in ``train_step``'s jaxpr, sub-jaxprs included: the
-    checkpointed segments of ``remat_loss`` must be there, and no callback.
+    checkpointed segments of ``remat_loss`` must be there, and no callback; read from one
+    trace under our own ``jax.jit`` (``grader.probes.generic.traced_run``), returned with
+    ``"outputs"``, what that very program computed, which the trusted side compares with SGD
+    with momentum before it reads the primitives.
 ``donation(ctx, params, momentum, x, y, lr, beta)``
     ``memory_analysis().alias_size_in_bytes`` and the module header of
     ``train_step.lower(...).compile()``, which arguments the lowering donates
@@ -46,6 +49,8 @@ from jax import stages as _stages
 
 from grader import ir, jaxcompat
 from grader.probes import steps as _steps
+from grader.probes.errors import first_line_or_unimplemented as _first_line
+from grader.probes.generic import traced_run
 from grader.sandbox.context import to_jax
 
 _jit = jax.jit
@@ -54,6 +59,7 @@ _value_and_grad = jax.value_and_grad
 _checkpoint = jax.checkpoint
 _dots_saveable = jax.checkpoint_policies.dots_saveable
 _leaves = jax.tree.leaves
+_tree_map = jax.tree.map
 _block = jax.block_until_ready
 _device_put = jax.device_put
 _tanh = jnp.tanh
@@ -194,9 +200,23 @@ def head_in_segments(ctx, params, x, y, segments: list) -> list:
 
 
 def step_primitives(ctx, params, momentum, x, y, lr: float, beta: float) -> dict:
+    """``train_step`` traced once under our own ``jax.jit`` (``traced_run``; lr and beta traced):
+    ``"primitives"`` of that program, ``"outputs"`` it computed (``"error"`` when tracing or
+    running it failed), and ``"jitted"``, whether ``train_step`` is exactly what ``jax.jit``
+    returns.  The value and compile checks call the learner's own step (a compile count needs
+    its own jit); a step that is jax.jit's own traces its body with tracers on every call, so
+    it cannot show this trace one program and those calls another by testing
+    ``isinstance(x, jax.core.Tracer)`` (a Python function in front of a jit can)."""
     fn = ctx.function("train_step")
-    params, momentum, x, y = to_jax([params, momentum, x, y])
-    return ir.primitive_counts(_make_jaxpr(fn)(params, momentum, x, y, float(lr), float(beta)))
+    params, momentum, x, y = _block(to_jax([params, momentum, x, y]))
+    run = traced_run(fn, params, momentum, x, y, float(lr), float(beta))  # as the calls pass them; donates nothing
+    out: dict = {"jitted": _steps.is_jitted(fn),
+                 "primitives": ir.primitive_counts(run.jaxpr) if run.jaxpr is not None else {}}
+    if run.error is not None:
+        out["error"] = _first_line(run.error)
+    else:
+        out["outputs"] = _tree_map(np.asarray, run.outputs)
+    return out
 
 
 def _deleted(tree) -> list[bool]:
