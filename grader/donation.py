@@ -5,7 +5,7 @@ bytes ``memory_analysis()`` says are aliased, whether the module declares an
 
 from __future__ import annotations
 
-from grader.feedback import CheckFailed
+from grader.feedback import CheckFailed, expect_jit_own
 
 
 def judge_donation(out: dict, *, state: str, state_key: str) -> None:
@@ -16,13 +16,7 @@ def judge_donation(out: dict, *, state: str, state_key: str) -> None:
     stays alive, so only this shows it).  ``state`` names the second donated argument ("opt_state",
     "momentum")."""
     decorator = "@partial(jax.jit, donate_argnums=(0, 1))"
-    if not out["jitted"]:
-        raise CheckFailed(
-            "train_step is not the function jax.jit returns, so what it donates cannot be read",
-            measured="train_step is not a jitted function", expected="jax.jit(..., donate_argnums=(0, 1))",
-            hint=f"decorate train_step itself: {decorator} (not a Python function that calls one)",
-            diagnosis="train_step is not the function jax.jit returns",
-            advice=f"decorate train_step itself with {decorator}")
+    expect_jit_own(bool(out["jitted"]), "train_step", why="what it donates", decorator=decorator)
     problems = []
     if out["alias_bytes"] < out["donatable_bytes"]:
         problems.append(f"memory_analysis().alias_size_in_bytes is {out['alias_bytes']}, but params and {state} "

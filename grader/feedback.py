@@ -151,6 +151,23 @@ def traced_error(answer) -> str | None:
     return (answer.get("error") if isinstance(answer, dict) else None) or "no program"
 
 
+def expect_jit_own(jitted: bool, function: str, *, why: str, decorator: str = "@jax.jit",
+                    jit: str = "jax.jit") -> None:
+    """Raise ``CheckFailed`` unless ``function`` is exactly what ``jit`` returns (``jitted``, read
+    in the sandbox).  ``why``: what cannot be read otherwise ("the program its calls compile").
+    A Python function in front of a jitted one can run another program when it is called than
+    when it is traced, and has no ``lower`` of its own."""
+    __tracebackhide__ = True
+    if jitted:
+        return
+    advice = (f"decorate {function} itself with {decorator}: a Python function in front of a jitted one can run "
+              f"another program when it is called than when it is traced")
+    fail(f"{function} is not the function {jit} returns, so {why} cannot be read",
+         measured=f"{function} is not a function {jit} returned", expected=f"{jit}(...)'s own function",
+         advice=advice, diagnosis=f"{function} is a Python function (or another object), not what {jit} returns, so "
+                                  f"{why} cannot be read")
+
+
 def expect_traced_program_runs(error, function: str, *, how: str = "", advice: str = "",
                                expected: str = "a function JAX can trace, compile and run") -> None:
     """Raise ``CheckFailed`` when tracing ``function`` under jax.jit (``how``: with what traced

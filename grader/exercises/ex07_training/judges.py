@@ -19,8 +19,8 @@ from grader.exercises.ex07_training.reference import (
     per_example,
     tree_close,
 )
-from grader.feedback import (CheckFailed, describe, expect_traced_program_computes, expect_traced_program_runs,
-                             traced_error)
+from grader.feedback import (CheckFailed, describe, expect_jit_own, expect_traced_program_computes,
+                             expect_traced_program_runs, traced_error)
 from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
 from grader.testing import expect_compiles, probe_compiles, probe_pair
 
@@ -167,14 +167,8 @@ def judge_step_program(run: dict) -> None:
     first loss."""
     __tracebackhide__ = True
     traced, primitives = run.get("traced", {}), run.get("step_primitives", {})
-    if not traced.get("jitted"):
-        advice = ("decorate train_step itself with @partial(jax.jit, donate_argnums=(0, 1)): a Python function in "
-                  "front of a jitted one can run another program when it is called than when it is traced")
-        raise CheckFailed(
-            "train_step is not the function jax.jit returns, so the program the run compiled cannot be read",
-            measured="train_step is not a jitted function", expected="jax.jit(...)'s own function", hint=advice,
-            diagnosis="train_step is a Python function (or another object), not what jax.jit returns: the program "
-                      "its calls compile is not necessarily the one the grader traces", advice=advice)
+    expect_jit_own(bool(traced.get("jitted")), "train_step", why="the program the run compiled",
+                   decorator="@partial(jax.jit, donate_argnums=(0, 1))")
     expect_traced_program_runs(traced_error(traced), "train_step", how=" (on the run's first inputs)")
     loss, first = traced["outputs"]["loss"], (run.get("losses") or [None])[0]
     ok = first is not None and isinstance(loss, np.ndarray) and loss.shape == () and \

@@ -22,8 +22,8 @@ import itertools
 import numpy as np
 
 from grader.compiles import OPAQUE_PRIMITIVES
-from grader.feedback import (CheckFailed, describe, expect_traced_program_computes, expect_traced_program_runs,
-                             traced_error)
+from grader.feedback import (CheckFailed, describe, expect_jit_own, expect_traced_program_computes,
+                             expect_traced_program_runs, traced_error)
 
 LEARNING_RATE = 1e-2  # the stub's LEARNING_RATE; its OPTIMIZER is optax.adam with the defaults below
 B1, B2, EPS = 0.9, 0.999, 1e-8
@@ -356,15 +356,8 @@ def judge_step_program(prepared: dict, first_loss) -> None:
     tell the grader's trace from the calls by ``isinstance(x, jax.core.Tracer)``), and the
     traced program's loss must be the first call's."""
     __tracebackhide__ = True
-    if not prepared.get("jitted"):
-        advice = ("decorate train_step itself with @eqx.filter_jit: a Python function in front of a jitted one can "
-                  "run another program when it is called than when it is traced")
-        raise CheckFailed(
-            "train_step is not the function eqx.filter_jit returns, so the program its calls compile cannot be read",
-            measured="train_step is not a filter_jit-ed function", expected="eqx.filter_jit(...)'s own function",
-            hint=advice, diagnosis="train_step is a Python function (or another object), not what eqx.filter_jit "
-                                   "returns: the program its calls compile is not necessarily the one the grader "
-                                   "traces", advice=advice)
+    expect_jit_own(bool(prepared.get("jitted")), "train_step", why="the program its calls compile",
+                   decorator="@eqx.filter_jit", jit="eqx.filter_jit")
     expect_traced_program_runs(traced_error(prepared), "train_step", how=" (its arrays traced, on the first batch)")
     loss = prepared["outputs"]["loss"]
     scalar = isinstance(loss, np.ndarray) and loss.shape == ()

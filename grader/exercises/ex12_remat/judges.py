@@ -9,8 +9,8 @@ import math
 import numpy as np
 
 from grader import donation, jaxcompat
-from grader.feedback import (CheckFailed, describe, expect_traced_program_computes, expect_traced_program_runs,
-                             traced_error)
+from grader.feedback import (CheckFailed, describe, expect_jit_own, expect_traced_program_computes,
+                             expect_traced_program_runs, traced_error)
 
 
 def f32(a):
@@ -275,14 +275,8 @@ def judge_step_structure(facts: dict, params, momentum, lr, beta, ref: dict) -> 
     jit), and only jax.jit's own function is bound to trace its body, tracers and all, on every
     call -- a Python function in front of it can run another program on arrays."""
     __tracebackhide__ = True
-    if not facts.get("jitted"):
-        advice = ("decorate train_step itself with @partial(jax.jit, donate_argnums=(0, 1)): a Python function in "
-                  "front of a jitted one can run another program when it is called than when it is traced")
-        raise CheckFailed(
-            "train_step is not the function jax.jit returns, so the program its calls run cannot be read",
-            measured="train_step is not a jitted function", expected="jax.jit(...)'s own function", hint=advice,
-            diagnosis="train_step is a Python function (or another object), not what jax.jit returns: the program "
-                      "its calls compile is not necessarily the one the grader traces", advice=advice)
+    expect_jit_own(bool(facts.get("jitted")), "train_step", why="the program its calls run",
+                   decorator="@partial(jax.jit, donate_argnums=(0, 1))")
     how = " (lr and beta traced)"
     expect_traced_program_runs(traced_error(facts), "train_step", how=how)
     try:
