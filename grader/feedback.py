@@ -190,5 +190,6 @@ def expect_traced_program_computes(ok: bool, function: str, computes: str, *, me
         return
     fail(f"the program the grader traced does not {computes}", measured=measured, expected=expected,
          advice=advice or traced_advice(function, how),
-         diagnosis=f"traced under jax.jit and run, {function} does not {computes}: the structure judged here must "
-                   f"be that of the program that computes the values (code that behaves differently under tracing)")
+         diagnosis=f"traced under jax.jit and run, {function} does not {computes}: either it computes the wrong "
+                   f"thing (the value checks say what), or it does one thing when traced and another when called on "
+                   f"arrays; the structure judged here must be that of the program that computes the values")

@@ -474,17 +474,31 @@ def _forget_check_modules() -> None:
 
 
 def _apply_requirements(ex: Exercise, checks: list[CheckResult]) -> list[CheckResult]:
-    """A passed check whose ``requires`` did not all pass scores nothing: it is blocked."""
+    """A check whose ``requires`` did not all pass scores nothing: it is blocked, whether its own
+    test passed or failed.  A test that failed on a function the required check already found
+    wrong usually failed for that reason (a structure judged on a program whose outputs are
+    wrong, dropout judged through a wrong loss), and its own words would send the learner to
+    the wrong code: the message says what to fix first and keeps the check's own words after it.
+    A grader error, an accusation or a check that did not run keep their status."""
     by_name = {c.name: c for c in checks}
     out = []
     for spec, result in zip(ex.checks, checks):
         missing = [r for r in spec.requires if not by_name[r].passed]
-        if result.passed and missing:
+        first = ", ".join(f"`{m}`" for m in missing)
+        if missing and result.passed:
             result = dataclasses.replace(
                 result, status=BLOCKED, score=0,
-                message=f"this check's own test passed, but it scores only once "
-                        f"{', '.join(f'`{m}`' for m in missing)} passes: the property is only worth something "
-                        f"in a function that computes the right thing",
+                message=f"this check's own test passed, but it scores only once {first} passes: what it measures "
+                        f"counts only in a function that computes the right thing",
+                hint=f"fix `{missing[0]}` first",
+            )
+        elif missing and result.status == FAILED:
+            own = result.message.strip().rstrip(".")
+            result = dataclasses.replace(
+                result, status=BLOCKED, score=0,
+                message=f"scores only once {first} passes, which did not: fix `{missing[0]}` first"
+                        + (f" (judged on the function as it is, this check's own test also failed: {own})"
+                           if own else ""),
                 hint=f"fix `{missing[0]}` first",
             )
         out.append(result)

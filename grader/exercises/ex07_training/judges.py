@@ -115,7 +115,7 @@ def judge_step(got: dict, ref: dict, *, hidden: bool) -> None:
                 f"one train_step differs from the grader's optax step: {what}",
                 measured=detail, expected="the values of optax.chain(clip_by_global_norm, adamw) applied to the "
                                           "gradient of the mean cross-entropy (rtol 2e-5, atol 1e-6)",
-                hint=advice + note, diagnosis=f"{what} after one step differ from an optax clip-then-AdamW step{note}",
+                hint=advice + note, diagnosis=f"{what} after one step: not what an optax clip-then-AdamW step gives{note}",
                 advice=advice)
     if got["count"] != ref["count"]:
         raise CheckFailed("train_step did not advance the Adam step count by one",
