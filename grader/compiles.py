@@ -149,27 +149,34 @@ class CompileRecorder:
             jaxprs.append((name, jaxpr))
             lowered.setdefault(name, []).append(jaxpr is None or self._own(jaxpr))
         vouched: dict[str, int] = {name: (0 if any(kinds) else len(kinds)) for name, kinds in lowered.items()}
-        compiled_names: set[str] = set()
+        compiled_names: dict[str, int] = {}
         for key in self._compile_cache.cache_keys():
             if id(key[0]) in self._before:
                 continue
             name = jaxcompat.module_name(key)
-            compiled_names.add(name)
+            compiled_names[name] = compiled_names.get(name, 0) + 1
             incidental = vouched.get(name, 0) > 0
             if incidental:
                 vouched[name] -= 1  # one library lowering, one compilation
             self.compilations.append({"name": jaxcompat.backend_compile_name(name), "own": not incidental})
         self._read_programs(jaxprs, compiled_names)
 
-    def _read_programs(self, jaxprs: list, compiled_names: set[str]) -> None:
-        """The primitives of the programs lowered in the block and compiled there (a lowering
-        whose name no new compilation carries -- ``jax.jit(f).lower(x)`` alone -- compiled
-        nothing the count saw, so it shows nothing).  Every lowering counts, whoever's code
-        made it (the attribution is not evidence): eager ``jnp`` operations included."""
+    def _read_programs(self, jaxprs: list, compiled_names: dict[str, int]) -> None:
+        """The primitives of the programs lowered in the block and compiled there.  Lowerings
+        and compilations are matched by name only: a lowering whose name no new compilation
+        carries (``jax.jit(f).lower(x)`` alone) compiled nothing the count saw and shows
+        nothing, and where a name has more new lowerings than compilations nothing tells which
+        were compiled -- the real program lowered but not compiled, beside a trivial one of the
+        same name that was -- so none of them is read (they count as unread).  Every lowering
+        counts, whoever's code made it (the attribution is not evidence): eager ``jnp``
+        operations included."""
+        lowered: dict[str, int] = {}
+        for name, _ in jaxprs:
+            lowered[name] = lowered.get(name, 0) + 1
         for name, jaxpr in jaxprs:
             if name not in compiled_names:
                 continue
-            if jaxpr is None:
+            if jaxpr is None or lowered[name] > compiled_names[name]:
                 self.programs_unread += 1
                 continue
             for primitive, n in ir.primitive_counts(jaxpr).items():

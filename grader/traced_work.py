@@ -119,3 +119,12 @@ def expect_compiled_work(compiles, *, what: str, needs: dict[str, tuple[str, ...
         hint=advice, advice=advice,
         diagnosis=f"the programs your function compiled while it was measured hold no {held}: {why}. A compile "
                   f"count is judged only for programs that do the work")
+
+
+def expect_work_in_jax(found, compiles, *, what: str, needs: dict[str, tuple[str, ...]], advice: str) -> None:
+    """The whole count floor: ``expect_jax_work`` on the ``traced:work`` answer ``found`` (the
+    clearer message when the function does not trace at all), then ``expect_compiled_work`` on
+    the counted request's ``compiles`` (the programs that request really compiled)."""
+    __tracebackhide__ = True
+    expect_jax_work(found, what=what, needs=needs, advice=advice)
+    expect_compiled_work(compiles, what=what, needs=needs, advice=advice)

@@ -197,6 +197,29 @@ def test_a_program_only_lowered_shows_nothing_and_eager_operations_count():
     expect_compiled_work(eager, what="f", needs=NEEDS, advice="x")
 
 
+def test_the_real_program_lowered_beside_a_trivial_one_of_its_name_is_not_read():
+    """Lowerings and compilations are matched by name: the real program lowered (never compiled)
+    and a do-nothing program of the same name compiled must not pass for the work."""
+    def step(x, shift):
+        return jax.nn.softmax(x + shift, axis=-1)
+
+    def noop(x, shift):
+        return x
+
+    noop.__name__ = noop.__qualname__ = "step"
+    real, trivial = jax.jit(step), jax.jit(noop)
+
+    def same_name_decoy(x, temperature, shift):
+        real.lower(x, shift)  # lowered, never compiled
+        trivial(x, shift)  # compiled, under the same name
+        return np.asarray(x)
+
+    compiles = counted(same_name_decoy, [fresh_shape(18)])
+    assert compiles.total == 1 and "exp" not in compiles.primitives and compiles.programs_unread == 2
+    with pytest.raises(CheckFailed):
+        expect_compiled_work(compiles, what="f", needs=NEEDS, advice="x")
+
+
 def test_a_record_from_the_sandbox_is_read_within_bounds():
     record = {"primitives": {"exp": 2, "tanh": True, "sin": -1, "x" * 500: 1, 3: "a"},
               "programs": {"read": "1", "unread": 2}}

@@ -144,8 +144,7 @@ def expect_norms_in_jax(submission, compiles, params, xs, ys) -> None:
     ``Compiles``; ``expect_compiled_work``).  Norms computed in NumPy beside a do-nothing jit
     compile once per shape too."""
     __tracebackhide__ = True
-    from grader.traced_work import expect_compiled_work, expect_jax_work
+    from grader.traced_work import expect_work_in_jax
 
     found = submission.probe("traced:work", "per_example_grad_norms", [params, xs, ys])
-    expect_jax_work(found, what="per_example_grad_norms", needs=NORMS_NEEDS, advice=NORMS_IN_JAX_ADVICE)
-    expect_compiled_work(compiles, what="per_example_grad_norms", needs=NORMS_NEEDS, advice=NORMS_IN_JAX_ADVICE)
+    expect_work_in_jax(found, compiles, what="per_example_grad_norms", needs=NORMS_NEEDS, advice=NORMS_IN_JAX_ADVICE)

@@ -110,11 +110,10 @@ def expect_switch_in_jax(submission, compiles, x) -> None:
     ``Compiles``: a length no earlier request used; ``expect_compiled_work``).  Host NumPy
     beside a do-nothing jit also compiles once per shape."""
     __tracebackhide__ = True
-    from grader.traced_work import expect_compiled_work, expect_jax_work
+    from grader.traced_work import expect_work_in_jax
 
     found = submission.probe("traced:work", "apply_branch", [1, x])
-    expect_jax_work(found, what="apply_branch", needs=SWITCH_NEEDS, advice=SWITCH_IN_JAX_ADVICE)
-    expect_compiled_work(compiles, what="apply_branch", needs=SWITCH_NEEDS, advice=SWITCH_IN_JAX_ADVICE)
+    expect_work_in_jax(found, compiles, what="apply_branch", needs=SWITCH_NEEDS, advice=SWITCH_IN_JAX_ADVICE)
 
 
 def expect_piecewise_in_jax(submission, compiles, x) -> None:
@@ -122,11 +121,10 @@ def expect_piecewise_in_jax(submission, compiles, x) -> None:
     ``cond`` and both branches' work, and no host callback; and so does the program compiled
     during the counted calls (``compiles``, their ``Compiles``; ``expect_compiled_work``)."""
     __tracebackhide__ = True
-    from grader.traced_work import expect_compiled_work, expect_jax_work
+    from grader.traced_work import expect_work_in_jax
 
     found = submission.probe("traced:work", "piecewise", [x])
-    expect_jax_work(found, what="piecewise", needs=PIECEWISE_NEEDS, advice=PIECEWISE_IN_JAX_ADVICE)
-    expect_compiled_work(compiles, what="piecewise", needs=PIECEWISE_NEEDS, advice=PIECEWISE_IN_JAX_ADVICE)
+    expect_work_in_jax(found, compiles, what="piecewise", needs=PIECEWISE_NEEDS, advice=PIECEWISE_IN_JAX_ADVICE)
 
 
 def reference_piecewise(x: np.ndarray) -> tuple[float, np.ndarray]:
