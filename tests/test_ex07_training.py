@@ -203,3 +203,28 @@ def test_the_step_structure_is_read_from_the_program_the_run_compiles():
         else:
             with pytest.raises(CheckFailed, match=fails):
                 judge_step_program(run)
+
+
+def test_compare_measures_an_unjitted_update_as_one_program_under_the_graders_jit():
+    """`grade compare` runs exercise 7's optimizer update under its own jit (``"jit": True``):
+    run eagerly, each operation compiles alone.  The numbers are the eager ones."""
+    import types
+
+    from grader.probes import fingerprint
+
+    def update(grads, params):  # clip by the global norm, then a step: a dozen operations
+        norm = jnp.sqrt(sum(jnp.sum(g ** 2) for g in jax.tree.leaves(grads)))
+        scale = jnp.minimum(1.0, 1.0 / (norm + 1e-6))
+        return jax.tree.map(lambda g, p: p - 0.05 * jnp.tanh(g * scale), grads, params)
+
+    ctx = types.SimpleNamespace(function={"update": update}.__getitem__, roots=None)
+    params = {"w": np.ones((3, 2), np.float32), "b": np.zeros(2, np.float32)}
+    calls = [{"args": [{"w": np.full((3, 2), v, np.float32), "b": np.full(2, v, np.float32)}, params], "kwargs": {}}
+             for v in (0.5, -2.0)]
+    spec = {"kind": "jax", "target": "update", "calls": calls, "reps": 1}
+    eager, jitted = fingerprint.measure(ctx, spec), fingerprint.measure(ctx, {**spec, "jit": True})
+    assert "errors" not in jitted and jitted["compiles_by_name"] == {"under_graders_jit": 1}
+    assert sum(eager["compiles_by_name"].values()) > 5  # op by op
+    assert jitted["jaxpr"] == eager["jaxpr"]
+    np.testing.assert_allclose(np.asarray(jitted["output"]["w"], np.float32), np.asarray(eager["output"]["w"], np.float32),
+                               rtol=1e-6)

@@ -50,6 +50,11 @@ larger batch, a larger ``max_steps``): it is traced there too, and ``grown`` say
 equations it has and how long its loops are (``grader.compare.features`` reads how the
 program grows with the size from it).
 
+``jit`` (``jax``): run and time the function as one program under the grader's jit (what a
+learner's jitted step does with it), not op by op: an optimizer's ``update`` run eagerly
+compiles each of its operations alone, most of what measuring it would cost.  Its jaxpr
+and cost are read as without it.
+
 A step that fails is recorded in ``errors`` (``"<ExceptionType>: <first line>"``; a
 ``NotImplementedError`` as ``not_implemented``) and the other steps still run.  Every JAX
 entry point is bound when this module is imported, before the learner's module loads.
@@ -357,6 +362,45 @@ def _arrays_only(f: Callable, args: list, kwargs: dict) -> tuple[Callable, list]
     return g, [leaf for leaf, m in zip(leaves, mask) if m]
 
 
+def _under_jit(f: Callable, calls: list) -> Callable:
+    """``f`` run as one program under the grader's jit, for a measurement that asks for it
+    (``"jit": True``): a function that is not jitted itself (an optimizer's ``update``) would
+    otherwise run op by op, each op an XLA compilation of its own.  A call whose non-array
+    leaves are not the first call's, or that the jit refuses (an output that is not arrays),
+    runs ``f`` as it is."""
+    args0, kwargs0 = calls[0]
+    leaves0, treedef0 = _flatten((list(args0), kwargs0))
+    mask0 = [isinstance(leaf, _Array) for leaf in leaves0]
+
+    def under_graders_jit(*arrays):
+        it = iter(arrays)
+        a, k = _unflatten(treedef0, [next(it) if m else leaf for leaf, m in zip(leaves0, mask0)])
+        return f(*a, **k)
+
+    jitted = _jit(under_graders_jit)
+
+    def run(*a, **kw):
+        leaves, treedef = _flatten((list(a), kw))
+        if treedef != treedef0 or [isinstance(leaf, _Array) for leaf in leaves] != mask0 or not all(
+                m or _same_leaf(x, y) for x, y, m in zip(leaves, leaves0, mask0)):
+            return f(*a, **kw)
+        try:
+            return jitted(*[leaf for leaf, m in zip(leaves, mask0) if m])
+        except Exception:
+            return f(*a, **kw)
+
+    return run
+
+
+def _same_leaf(x: Any, y: Any) -> bool:
+    if x is y:
+        return True
+    try:
+        return type(x) is type(y) and bool(x == y)
+    except Exception:
+        return False
+
+
 def _deleted(tree: Any) -> bool:
     return any(isinstance(leaf, _Array) and leaf.is_deleted() for leaf in _tree_leaves(tree))
 
@@ -381,13 +425,14 @@ def _measure_jax(ctx, spec: dict) -> dict:
     if spec.get("grow") and closed is not None:
         facts["grown"] = _step(facts, "grow", lambda: _grown_facts(ctx, spec))
     names = _learner_names(ctx)
+    run = _under_jit(f, calls) if spec.get("jit") else f
 
     def run_calls():
         outs, later = [], 0
         with _Compiles() as rec:
             for k, (a, kw) in enumerate(calls):
                 before = len(rec.names)
-                outs.append(_block(f(*a, **kw)))
+                outs.append(_block(run(*a, **kw)))
                 later += (len(rec.names) - before) if k else 0
         by_name = rec.by_name()
         facts["compiles"] = sum(n for name, n in by_name.items() if name in names)
@@ -402,7 +447,7 @@ def _measure_jax(ctx, spec: dict) -> dict:
             facts["seconds"] = _step(facts, "time", lambda: _timed_fresh(
                 f, [_block(_prepare(ctx, spec, spec["calls"][0])) for _ in range(max(1, reps))]))
         else:
-            facts["seconds"] = _step(facts, "time", lambda: _timed(lambda: f(*args, **kwargs), reps))
+            facts["seconds"] = _step(facts, "time", lambda: _timed(lambda: run(*args, **kwargs), reps))
     _step(facts, "cost", lambda: _cost_facts(facts, _compile(lower(*args, **kwargs))))
     return facts
 

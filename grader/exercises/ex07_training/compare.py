@@ -57,7 +57,8 @@ def _lab_update_calls() -> dict:
     params = _lab_params(rng)
     calls = [call(_lab_params(rng), {"built": 1}, params) for _ in range(2)]
     build = [{"target": "make_optimizer", "args": list(_LAB_CONSTANTS)}, *_lab_opt_state(params)]
-    return {"kind": "jax", "target": {"built": 0, "method": "update"}, "build": build, "calls": calls}
+    # run under the grader's jit: run eagerly, each of its ~70 operations compiles alone
+    return {"kind": "jax", "target": {"built": 0, "method": "update"}, "build": build, "calls": calls, "jit": True}
 
 
 def _lab_report_calls() -> dict:
