@@ -121,10 +121,34 @@ def _segmented(head_inside=None):
 
 @pytest.mark.parametrize("how, inside", [(None, False), ("own_checkpoint", False), ("operand", True),
                                          ("closure", True), ("jitted", True)])
-def test_head_in_segments_reads_the_jaxpr(how, inside):
+def test_head_inside_is_read_from_the_traced_vjp_whose_bytes_and_values_are_judged(how, inside):
     params, x, y = draw_model(np.random.default_rng(0), depth=5, width=8, batch=4)
     ctx = _Ctx(remat_loss=_segmented(how))
-    assert probe.head_in_segments(ctx, params, x, y, [1, 2, 5]) == [inside] * 3
+    got = probe.remat_traced(ctx, params, x, y, [1, 2, 5])
+    assert [g["head_inside"] for g in got] == [inside] * 3
+    eager = [probe.measure(lambda p, a, b, k=k: _segmented(how)(p, a, b, k), *to_jax([params, x, y]))
+             for k in (1, 2, 5)]
+    assert [g["bytes"] for g in got] == eager  # traced residuals are the statement's eager ones
+    want = probe.reference_value_and_grad(ctx, params, x, y)
+    for g in got:
+        assert np.isclose(g["loss"], want["loss"], rtol=1e-5)
+        np.testing.assert_allclose(np.asarray(g["grads"][0]["w"]), np.asarray(want["grads"][0]["w"]), rtol=1e-4,
+                                   atol=1e-6)
+
+
+def test_a_remat_loss_that_tells_the_tracers_apart_shows_its_head_in_the_one_trace():
+    """A function that puts the head inside a checkpoint except when traced without a JVP
+    around it (what the structure reading once was) shows the head in the one program."""
+    honest, inside = _segmented(None), _segmented("closure")
+
+    def remat_loss(params, x, y, segment):
+        if not isinstance(x, jax.core.Tracer) or type(x).__name__ == "DynamicJaxprTracer":
+            return honest(params, x, y, segment)
+        return inside(params, x, y, segment)
+
+    params, x, y = draw_model(np.random.default_rng(0), depth=5, width=8, batch=4)
+    got = probe.remat_traced(_Ctx(remat_loss=remat_loss), params, x, y, [1, 2, 5])
+    assert [g["head_inside"] for g in got] == [True] * 3
 
 
 def _step(grad_of, donate=(0, 1)):

@@ -38,12 +38,12 @@ def test_remat_small(submission, truth):
     params, x, y = model()
     segments = [1, 2, 5]  # 2 leaves a last segment of one block
     want = truth.probe("ex12_remat:reference_value_and_grad", params, x, y)
-    for k in segments:
-        judge_gradients(submission.probe("ex12_remat:remat_value_and_grad", params, x, y, k), want, k, DEPTH,
-                        hidden=False)
-    judge_remat_bytes(submission.probe("ex12_remat:remat_bytes", params, x, y, segments),
-                      truth.probe("ex12_remat:reference_bytes", params, x, y, segments), segments, DEPTH, hidden=False)
-    judge_head_outside(submission.probe("ex12_remat:head_in_segments", params, x, y, segments), segments, DEPTH)
+    got = submission.probe("ex12_remat:remat_traced", params, x, y, segments)  # one program per size
+    for k, g in zip(segments, got):
+        judge_gradients(g, want, k, DEPTH, hidden=False)
+    judge_remat_bytes([g["bytes"] for g in got], truth.probe("ex12_remat:reference_bytes", params, x, y, segments),
+                      segments, DEPTH, hidden=False)
+    judge_head_outside([g["head_inside"] for g in got], segments, DEPTH)
 
 
 def test_choose_segment_small(submission, truth):

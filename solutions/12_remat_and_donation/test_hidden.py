@@ -88,8 +88,7 @@ def test_remat_gradients_match(submission, truth, rng):
     ensure("remat_gradients_match", COVERAGE["remat_gradients_match"].required,
            segment_labels(len(params), segments))
     want = truth.probe("ex12_remat:reference_value_and_grad", params, x, y)
-    for k in segments:
-        got = submission.probe("ex12_remat:remat_value_and_grad", params, x, y, k)
+    for k, got in zip(segments, submission.probe("ex12_remat:remat_traced", params, x, y, segments)):
         judge_gradients(got, want, k, len(params), hidden=True)
 
 
@@ -98,11 +97,11 @@ def test_remat_saves_like_segments(submission, truth, rng):
     ensure("remat_saves_like_segments", COVERAGE["remat_saves_like_segments"].required,
            segment_labels(len(params), segments))
     want = truth.probe("ex12_remat:reference_bytes", params, x, y, segments)
-    got = submission.probe("ex12_remat:remat_bytes", params, x, y, segments)
-    judge_remat_bytes(got, want, segments, len(params), hidden=True)
-    # The head inside the last segment keeps y instead of h - y: the same bytes, so read the jaxpr.
-    judge_head_outside(submission.probe("ex12_remat:head_in_segments", params, x, y, segments), segments,
-                       len(params))
+    got = submission.probe("ex12_remat:remat_traced", params, x, y, segments)  # one program per size
+    judge_remat_bytes([g["bytes"] for g in got], want, segments, len(params), hidden=True)
+    # The head inside the last segment keeps y instead of h - y: the same bytes, so read the jaxpr
+    # -- of the very program whose bytes were just judged.
+    judge_head_outside([g["head_inside"] for g in got], segments, len(params))
 
 
 # --- part C: the smallest segment that fits a budget ---------------------------------------------------

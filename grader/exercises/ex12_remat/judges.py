@@ -250,7 +250,7 @@ def judge_choices(answers: list, budgets: list[int], levels: dict[int, int], dep
 
 def judge_head_outside(flags: list, segments: list, depth: int) -> None:
     """``flags[i]``: whether ``remat_loss(..., segments[i])`` checkpoints ``y`` together with a
-    block's parameters (probe ``head_in_segments``)."""
+    block's parameters, in the program whose bytes were judged (probe ``remat_traced``)."""
     for k, inside in zip(segments, flags):
         if inside:
             advice = ("run the segments of blocks under jax.checkpoint, then compute 0.5 * mean(sum((h - y) ** 2)) "

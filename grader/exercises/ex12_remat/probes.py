@@ -10,18 +10,15 @@ In the sandbox, beside the learner's code (each returns plain data; verdicts are
     the learner's ``residual_bytes`` on three functions of the grader's own (the plain
     loss, the loss under one ``jax.checkpoint``, and each block under ``jax.checkpoint``
     with the ``dots_saveable`` policy), beside the probe's own measurement of each.
-``remat_value_and_grad(ctx, params, x, y, segment)``
-    ``jax.value_and_grad`` of ``remat_loss(params, x, y, segment)`` in ``params`` (jitted:
-    one compile).
-``remat_bytes(ctx, params, x, y, segments)``
-    the residual bytes of ``remat_loss(..., k)`` for each ``k``.
+``remat_traced(ctx, params, x, y, segments)``
+    for each segment size, ``remat_loss``'s value, gradient in ``params``, residual bytes
+    and whether its head runs inside a checkpoint -- a ``jax.checkpoint`` equation that
+    receives ``y`` together with a block's parameters (the bytes cannot show it: the head
+    inside keeps ``y`` instead of ``h - y``) -- all read from one program traced once under
+    our own jit (``jax.vjp`` and its pull-back; ``traced_run``).
 ``choices(ctx, params, x, y, budgets)``
     the learner's ``choose_segment`` for each budget (the checks judge the answers on the
     grader's own measured levels).
-``head_in_segments(ctx, params, x, y, segments)``
-    for each segment size, whether ``remat_loss``'s jaxpr runs the head inside a checkpoint:
-    a ``jax.checkpoint`` equation that receives ``y`` together with a block's parameters
-    (the residual bytes cannot show it: the head inside keeps ``y`` instead of ``h - y``).
 ``step_primitives(ctx, params, momentum, x, y, lr, beta)``
     how often each primitive appears in ``train_step``'s jaxpr, sub-jaxprs included: the
     checkpointed segments of ``remat_loss`` must be there, and no callback; read from one
@@ -60,6 +57,7 @@ _checkpoint = jax.checkpoint
 _dots_saveable = jax.checkpoint_policies.dots_saveable
 _leaves = jax.tree.leaves
 _tree_map = jax.tree.map
+_ones_like = jnp.ones_like
 _block = jax.block_until_ready
 _device_put = jax.device_put
 _tanh = jnp.tanh
@@ -143,22 +141,36 @@ def residual_bytes_of(ctx, params, x, y) -> list:
     return out
 
 
-_GRADS: dict = {}
-
-
-def remat_value_and_grad(ctx, params, x, y, segment: int) -> dict:
+def remat_traced(ctx, params, x, y, segments: list) -> list:
+    """For each segment size ``k``, ``remat_loss(..., k)`` read from ONE program: ``jax.vjp``
+    of it, then its pull-back of 1.0, traced once under our own ``jax.jit`` and run
+    (``traced_run``).  That program's outputs give ``"loss"`` and ``"grads"``; its jaxpr gives
+    ``"bytes"`` (the residuals ``vjp`` keeps: the avals of the pull-back's leaves, returned as
+    outputs) and ``"head_inside"`` (a checkpoint equation that takes ``y`` with a block's
+    parameters).  The value, gradient, bytes and structure checks all read this one trace, so a
+    function that tells one kind of call from another (``isinstance`` on the tracer it gets)
+    cannot show each check a program of its own.  Residuals are the same traced as eager (the
+    statement's definition); ``reference_bytes`` measures the grader's own model eagerly."""
     fn = ctx.function("remat_loss")
-    key = (id(fn), int(segment))
-    if key not in _GRADS:
-        _GRADS[key] = (fn, _jit(_value_and_grad(lambda p, xx, yy: fn(p, xx, yy, int(segment)))))
-    loss, grads = _GRADS[key][1](*to_jax([params, x, y]))
-    return {"loss": np.asarray(loss), "grads": grads}
+    params, x, y = _block(to_jax([params, x, y]))
+    n_params = len(_leaves(params))
+    out = []
+    for k in segments:
+        def loss_grads_residuals(p, xx, yy, k=int(k)):
+            loss, pull = _vjp(lambda a, b, c: fn(a, b, c, k), p, xx, yy)
+            return loss, pull(_ones_like(loss))[0], _leaves(pull)
 
-
-def remat_bytes(ctx, params, x, y, segments: list) -> list:
-    fn = ctx.function("remat_loss")
-    params, x, y = to_jax([params, x, y])
-    return [measure(lambda p, xx, yy: fn(p, xx, yy, int(k)), params, x, y) for k in segments]
+        run = traced_run(loss_grads_residuals, params, x, y)
+        if run.error is not None:
+            raise run.error
+        invars = run.jaxpr.jaxpr.invars  # the leaves of params, then x, then y
+        residuals = run.jaxpr.out_avals[1 + n_params:]
+        loss, grads, _ = run.outputs
+        out.append({"loss": np.asarray(loss), "grads": grads,
+                    "bytes": int(sum(int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in residuals)),
+                    "head_inside": _head_in_a_checkpoint(run.jaxpr.jaxpr, {invars[n_params + 1]},
+                                                         set(invars[:n_params]))})
+    return out
 
 
 def choices(ctx, params, x, y, budgets: list) -> list:
@@ -180,23 +192,12 @@ def _head_in_a_checkpoint(jaxpr, y_vars: set, param_vars: set) -> bool:
             if len(inner.invars) > len(eqn.invars):
                 continue
             outer = eqn.invars[len(eqn.invars) - len(inner.invars):]  # cond: the operands after the index
-            sub_y = {i for i, o in zip(inner.invars, outer) if o in y_vars}
-            sub_p = {i for i, o in zip(inner.invars, outer) if o in param_vars}
+            pairs = [(i, o) for i, o in zip(inner.invars, outer) if not hasattr(o, "val")]  # literals: nothing
+            sub_y = {i for i, o in pairs if o in y_vars}
+            sub_p = {i for i, o in pairs if o in param_vars}
             if sub_y and sub_p and _head_in_a_checkpoint(inner, sub_y, sub_p):
                 return True
     return False
-
-
-def head_in_segments(ctx, params, x, y, segments: list) -> list:
-    fn = ctx.function("remat_loss")
-    params, x, y = to_jax([params, x, y])
-    n_params = len(_leaves(params))
-    out = []
-    for k in segments:
-        closed = _make_jaxpr(lambda p, xx, yy: fn(p, xx, yy, int(k)))(params, x, y)
-        invars = closed.jaxpr.invars  # the leaves of params, then x, then y
-        out.append(_head_in_a_checkpoint(closed.jaxpr, {invars[n_params + 1]}, set(invars[:n_params])))
-    return out
 
 
 def step_primitives(ctx, params, momentum, x, y, lr: float, beta: float) -> dict:
