@@ -169,15 +169,18 @@ def snapshot(number, fixture):
 
 def grade_round(plan):
     """Runs in a worker process: one grading of one fixture per exercise."""
+    zygote = verify._ZYGOTE if verify._ZYGOTE is not None and verify._ZYGOTE.alive else None
     return runner.grade(MANIFEST, sorted(plan), course_root=REPO, hidden_root=REPO / "solutions",
-                        snapshots={n: snapshot(n, f) for n, f in plan.items()}, seed=SEED)
+                        snapshots={n: snapshot(n, f) for n, f in plan.items()}, seed=SEED, zygote=zygote)
 
 
 @pytest.fixture(scope="module")
 def rounds():
     """Every round graded, spread over the cores: [(plan, RunResult)]."""
     ctx = multiprocessing.get_context("spawn")
-    with cf.ProcessPoolExecutor(max_workers=min(len(ROUNDS), os.cpu_count() or 1), mp_context=ctx) as pool:
+    # as `grade verify` does: the sandboxes fork from one JAX import per pool process (its zygote)
+    with cf.ProcessPoolExecutor(max_workers=min(len(ROUNDS), os.cpu_count() or 1), mp_context=ctx,
+                                initializer=verify._start_zygote) as pool:
         return list(zip(ROUNDS, pool.map(grade_round, ROUNDS)))
 
 

@@ -51,7 +51,8 @@ def _grade(group: dict[int, str], seed: int | None) -> list[tuple[int, str, int 
     run = runner.grade(manifest, sorted(group), course_root=REPO, hidden_root=REPO / "solutions",
                        snapshots=snapshots, seed=seed, zygote=zygote)
     return [(ex.number, group[ex.number], ex.seed, ex.score, ex.max_score,
-             [f"{c.name}: {c.status}: {c.message}" for c in ex.checks if not c.passed] + ([ex.error] if ex.error else []))
+             [f"{c.name}: {c.status}: {c.message}" + (f" [private: {(c.private or '')[-800:]}]" if c.status == "error" else "")
+              for c in ex.checks if not c.passed] + ([ex.error] if ex.error else []))
             for ex in run.exercises]
 
 

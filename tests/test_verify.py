@@ -40,6 +40,25 @@ def test_base_fixture_is_the_base_plus_the_mistake(course):
         assert outcome.ok and outcome.score == 0
 
 
+def test_a_fixture_that_declares_a_public_check_lost_shows_public_checks_catch_it_in_its_own_grading(course):
+    ex = load(course / "exercises" / "manifest.toml").get(1)
+    add_fixture(course, "triples", 'base = "solution"\nkind = "wrong"\nmust_fail = ["doubles_public", "doubles"]\n',
+                "@jax.jit\ndef double(x):\n    return 3 * x\n")
+    add_fixture(course, "hidden_only", 'base = "solution"\nkind = "wrong"\nmust_fail = ["doubles"]\n',
+                "@jax.jit\ndef double(x):\n    return 3 * x\n")
+    labels = {c.label: c for c in verify.cases_for(ex, course, seeds=2)[0]}
+    assert "public:triples" not in labels and "public:hidden_only" in labels  # no second grading for it
+    own, other = (c for label, c in labels.items() if label.startswith("fixture:triples"))
+    assert own.public_fails_too and own.seed is None and not other.public_fails_too
+    manifest = str(course / "exercises" / "manifest.toml")
+    assert verify._run_case(manifest, str(course), own).ok
+    # a run whose public checks all pass fails the public expectation (the declared loss is not all)
+    passing = verify.Case(1, "fixture:triples", "must_fail", own.snapshot, ("doubles",), only=("doubles",),
+                          public_fails_too=True)
+    outcome = verify._run_case(manifest, str(course), passing)
+    assert not outcome.ok and "passes every public check" in outcome.problem
+
+
 def test_uncaught_fixture_is_a_verify_failure(course):
     ex = load(course / "exercises" / "manifest.toml").get(1)
     add_fixture(course, "actually_right", 'base = "solution"\nkind = "wrong"\nmust_fail = ["doubles"]\n', "\n")

@@ -29,7 +29,13 @@ a snapshot built in memory (``grader.submission``), never from a file written fo
 A check's hidden inputs are drawn from the seed, so one seed proves little: ``seeds=K``
 grades every reference solution and every known-wrong fixture at K seeds (the file's own
 and K-1 more, the same K every run), and each must hold at every one of them -- full marks
-for a solution, the declared checks lost for a fixture.
+for a solution, the declared checks lost for a fixture.  Cheats, whose tricks do not depend on
+the draws, are graded at one fixed seed (``CHEAT_SEED``).
+
+Gradings that send the learner-free workers (the clean worker, the reference solution) the
+same requests -- every cheat, every fixture at a shared seed that runs the same checks -- get
+their answers once: the pool's processes remember them in a folder private to the run
+(``grader.sandbox.memo.share_between_processes``).
 
 A verdict needs only the checks it rests on, so only those run (``runner.grade(only=...)``):
 a known-wrong fixture runs the checks it declares it loses (and what they require), a
@@ -39,9 +45,11 @@ cheat every check that scores; solutions and stubs run everything.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import dataclasses
 import multiprocessing
 import os
+import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -65,6 +73,7 @@ class Case:
     must_fail: tuple[str, ...] = ()
     seed: int | None = None  # None: the seed the snapshot gives
     only: tuple[str, ...] | None = None  # the checks the verdict rests on (None: all of them)
+    public_fails_too: bool = False  # "must_fail" that runs a public check: also judged as "public_fails"
 
 
 @dataclasses.dataclass
@@ -76,6 +85,7 @@ class Outcome:
     max_score: int = 0
     seconds: float = 0.0
     workers_cpu_s: float = 0.0  # CPU its sandboxes used (grader.session.ExerciseRun.timings)
+    cpu_by_role: dict[str, float] = dataclasses.field(default_factory=dict)  # the same, by worker role
 
 
 @dataclasses.dataclass
@@ -96,7 +106,8 @@ class Report:
             "cases": [
                 {"exercise": o.case.number, "case": o.case.label, "expect": o.case.expect, "ok": o.ok,
                  "score": o.score, "max_score": o.max_score, "problem": o.problem, "seconds": round(o.seconds, 2),
-                 "workers_cpu_s": round(o.workers_cpu_s, 2)}
+                 "workers_cpu_s": round(o.workers_cpu_s, 2),
+                 "cpu_by_role": {role: round(s, 2) for role, s in o.cpu_by_role.items()}}
                 for o in self.outcomes
             ],
         }
@@ -131,6 +142,12 @@ def verify_seeds(k: int) -> list[int | None]:
 
     return [None] + [int.from_bytes(hashlib.sha256(f"grade-verify-seed:{i}".encode()).digest()[:4], "big")
                      for i in range(1, max(k, 1))]
+
+
+#: Generic cheats are graded at one fixed seed (what they try does not depend on the draws): the
+#: reference solution's and the clean worker's answers to the same requests are then remembered
+#: once for all of them (``grader.sandbox.memo``).
+CHEAT_SEED = verify_seeds(2)[1]
 
 
 def cases_for(ex: Exercise, course: Path, seeds: int = 1) -> tuple[list[Case], list[str]]:
@@ -171,13 +188,17 @@ def cases_for(ex: Exercise, course: Path, seeds: int = 1) -> tuple[list[Case], l
                                 f"must name checks of the exercise")
                 continue
             wrong += 1
+            # public inputs are fixed: one grading at the file's own seed says whether a public check
+            # catches it -- the fixture's own grading there, when it declares a public check lost
+            public_asked = public_checks and not str(meta.get("passes_public", "")).strip()
+            public_too = bool(public_asked and set(must_fail) & set(public_checks))
             cases += [Case(ex.number, f"fixture:{folder.name}{_at(seed)}", "must_fail", snap, must_fail, seed,
-                           only=must_fail) for seed in verify_seeds(seeds)]
-            if public_checks and not str(meta.get("passes_public", "")).strip():
-                # public inputs are fixed: one grading at the file's own seed says it all
+                           only=must_fail, public_fails_too=public_too and seed is None)
+                      for seed in verify_seeds(seeds)]
+            if public_asked and not public_too:
                 cases.append(Case(ex.number, f"public:{folder.name}", "public_fails", snap, only=public_checks))
         elif kind == "cheat":
-            cases.append(Case(ex.number, f"cheat:{folder.name}", "zero", snap, only=scoring))
+            cases.append(Case(ex.number, f"cheat:{folder.name}", "zero", snap, seed=CHEAT_SEED, only=scoring))
         else:
             problems.append(f"fixture {folder}: kind must be 'wrong' or 'cheat'")
     problems += requirements.check_exercise(ex, course)
@@ -190,7 +211,8 @@ def cases_for(ex: Exercise, course: Path, seeds: int = 1) -> tuple[list[Case], l
         extra = {p.name: p.read_bytes() for p in trick.iterdir() if p.name not in ("cheat.py", "fixture.toml")}
         source = stub_text + b"\n\n" + (trick / "cheat.py").read_bytes()
         cases.append(Case(ex.number, f"cheat:{trick.name}", "zero",
-                          from_source(str(trick / "cheat.py"), ex.module_file, source, extra), only=scoring))
+                          from_source(str(trick / "cheat.py"), ex.module_file, source, extra), seed=CHEAT_SEED,
+                          only=scoring))
     return cases, problems
 
 
@@ -201,17 +223,35 @@ def _at(seed: int | None) -> str:
 _ZYGOTE = None  # one per verify worker process: every case's sandboxes fork from it
 
 
-def _start_zygote() -> None:
-    """Pool initializer: import JAX once in this worker process's zygote."""
+def _start_zygote(answers: str | None = None) -> None:
+    """Pool initializer: import JAX once in this worker process's zygote; the learner-free
+    workers' answers go to (and come from) ``answers``, a folder private to this verify run,
+    so what one pool process measured for the clean worker or the reference solution is not
+    measured again by the other (``grader.sandbox.memo``)."""
     import atexit
     import signal
 
+    from grader.sandbox import memo
     from grader.sandbox.client import Zygote
 
     global _ZYGOTE
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt means
+    if answers is not None:
+        memo.share_between_processes(Path(answers))
     _ZYGOTE = Zygote().start()
     atexit.register(_ZYGOTE.close)
+
+
+@contextlib.contextmanager
+def grading_pool(jobs: int):
+    """Processes that grade course files (``runner.grade`` calls): each forks its sandboxes
+    from a zygote of its own, and all of them share, in a folder private to this pool, what
+    the learner-free workers answered (``_start_zygote``)."""
+    ctx = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="grade-verify-answers-") as answers, \
+            cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_start_zygote,
+                                   initargs=(answers,)) as pool:  # mkdtemp: 0700, this pool's alone
+        yield pool
 
 
 def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
@@ -250,16 +290,17 @@ def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
         errors = [c.name for c in ex.checks if c.name in missed and c.status == ERROR]
         if missed:
             problem = f"not caught by {missed}" + (f" (grader error in {errors})" if errors else "")
-    elif case.expect == "public_fails":
-        if not any(c.status in (FAILED, INTEGRITY) for c in ex.checks if c.visibility == "public"):
-            problem = ("passes every public check: a learner with this mistake is told the public checks pass; "
-                       "make a public check catch it, or say why none can (fixture.toml passes_public)")
     elif case.expect == "zero":
         if ex.score:
             problem = f"scores {ex.score}/{ex.max_score}: " + ", ".join(c.name for c in ex.checks if c.score)
+    if case.expect == "public_fails" or case.public_fails_too:
+        if not any(c.status in (FAILED, INTEGRITY) for c in ex.checks if c.visibility == "public"):
+            problem += ("; " if problem else "") + ("passes every public check: a learner with this mistake is told the public checks pass; "
+                        "make a public check catch it, or say why none can (fixture.toml passes_public)")
     problem = audit + problem
     return Outcome(case, not problem, problem.strip(), ex.score, ex.max_score, time.monotonic() - t0,
-                   sum(t.get("cpu_s", 0.0) for t in ex.timings.values()))
+                   sum(t.get("cpu_s", 0.0) for t in ex.timings.values()),
+                   {role: t.get("cpu_s", 0.0) for role, t in ex.timings.items()})
 
 
 def _why(check) -> str:
@@ -280,10 +321,8 @@ def verify(manifest: Manifest, course: Path, *, numbers: list[int] | None = None
         c, p = cases_for(ex, course, seeds)
         cases += c
         problems += p
-    jobs = jobs or os.cpu_count() or 1
     outcomes: list[Outcome] = []
-    ctx = multiprocessing.get_context("spawn")
-    with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_start_zygote) as pool:
+    with grading_pool(jobs or os.cpu_count() or 1) as pool:
         futures = {pool.submit(_run_case, str(manifest.path), str(course), c): c for c in cases}
         for fut in cf.as_completed(futures):
             case = futures[fut]
@@ -317,6 +356,13 @@ def print_report(report: Report) -> None:
         total[1] += o.workers_cpu_s
     console.print("[dim]time by exercise (gradings' wall s / their sandboxes' CPU s): " + ", ".join(
         f"{number}: {wall:.0f}/{cpu:.0f}" for number, (wall, cpu) in sorted(per.items())) + "[/]")
+    roles: dict[str, float] = {}
+    for o in report.outcomes:
+        for role, cpu in o.cpu_by_role.items():
+            roles[role] = roles.get(role, 0.0) + cpu
+    if roles:
+        console.print("[dim]sandbox CPU s by worker: " + ", ".join(
+            f"{role} {cpu:.0f}" for role, cpu in sorted(roles.items(), key=lambda t: -t[1])) + "[/]")
     verdict = "[green]suite verified[/]" if report.ok else "[red]suite NOT verified[/]"
     console.print(f"{verdict}: {n - len(failed)}/{n} gradings as expected, "
                   f"{len(report.static_problems)} static problems, {report.seconds:.0f} s")
