@@ -142,3 +142,43 @@ def test_the_real_graders_modules_are_watched_with_its_probes():
     assert watch.changes() == []
     assert {"grader.probes.generic", "grader.sandbox.context",
             "grader.exercises.ex03_grad_norms.probes"} <= set(modules)
+
+
+#: Module-level containers the probes may hold, and why none is a cache of the learner's objects
+#: (the snapshot sees a changed entry, not one planted before the probe adds it: so probes that run
+#: beside learner code keep no cache between requests -- a jitted wrapper of the learner's
+#: function is made afresh for each request).
+ALLOWED_CONTAINERS = {
+    ("grader.probes.fingerprint", "_NAMESPACE"): "names the compare spec's fixed sources run with",
+    ("grader.probes.fingerprint", "_KINDS"): "the measurement kinds (grade compare, no verdict)",
+    ("grader.probes.fingerprint", "_names_cache"): "grade compare's learner-name lookup (no verdict)",
+    ("grader.exercises.ex05_loops.probes", "_forward"): "the clean worker's own jacfwd of its while loop",
+    ("grader.exercises.ex06_jaxpr.probes", "_NAMESPACE"): "names the drawn functions' sources run with",
+    ("grader.exercises.ex08_equinox.probes", "_sys_modules"): "the interpreter's module table",
+    ("grader.exercises.ex09_lowering.probes", "_NAMESPACE"): "names the drawn functions' sources run with",
+    ("grader.exercises.ex10_fusion.probes", "_NAMESPACE"): "names the drawn functions' sources run with",
+    ("grader.exercises.ex11_cost.probes", "FUNCTIONS"): "the grader's functions to time, fixed at import",
+    ("grader.exercises.ex11_cost.probes", "_SENTINEL"): "an empty marker",
+    ("grader.exercises.ex14_control_flow.probes", "_TRUTH"): "the clean worker's measured answers",
+    ("grader.exercises.ex14_control_flow.probes", "_MEASURES"): "the clean worker's measurements, fixed",
+    ("grader.exercises.ex17_collectives.probes", "SIZES"): "the statement's sizes, fixed",
+    ("grader.exercises.ex17_collectives.probes", "_TRUTH"): "the clean worker's compiled collectives",
+}
+
+
+def test_no_probe_keeps_a_container_that_is_not_declared():
+    """A new module-level dict, list or set in a probe module (a cache of jitted wrappers, say)
+    fails here until it is declared above with the reason learner code cannot use it."""
+    import importlib
+    import pkgutil
+
+    import grader.exercises
+    import grader.probes
+
+    names = [f"grader.probes.{i.name}" for i in pkgutil.iter_modules(grader.probes.__path__)]
+    names += [f"grader.exercises.{i.name}.probes" for i in pkgutil.iter_modules(grader.exercises.__path__)
+              if i.ispkg and importlib.util.find_spec(f"grader.exercises.{i.name}.probes") is not None]
+    found = {(name, key) for name in names for key, value in vars(importlib.import_module(name)).items()
+             if type(value) in (dict, list, set, bytearray) and not key.startswith("__")}
+    assert found - set(ALLOWED_CONTAINERS) == set()
+    assert {("grader.exercises.ex05_loops.probes", "_forward")} <= found  # the scan sees what it should

@@ -20,8 +20,10 @@ before the answer is sent (``Watch.changes``).  It covers
 * the plain containers (``dict``, ``list``, ``set``, ``tuple``) and the ``__dict__`` of
   instances of grader classes held in those namespaces, a few levels deep: every entry there
   at snapshot time must still be there, the same object.  Entries may be *added*: the
-  probes' run-time caches start empty and fill up (a limit of this check: a cache entry
-  planted before the probe fills it is not seen here).
+  clean worker's caches start empty and fill up.  An entry planted before a probe adds it
+  would not be seen here, so probes that run beside learner code keep no cache between
+  requests (``tests/test_grader_namespaces.py`` holds every module-level container of the
+  probes to a declared list).
 
 Honest code never touches the grader's modules -- it cannot even import them by name -- so a
 change is an ``integrity`` accusation (kind ``grader_rebind``) naming what changed, with the

@@ -44,20 +44,17 @@ _asarray = jnp.asarray
 _block = jax.block_until_ready
 
 
-_GRADS: dict = {}
-
-
 def grad_of_weighted_output(ctx, target: str, theta, x, weights, max_steps: int) -> dict:
     fn = ctx.function(target)
-    key = (target, id(fn), int(max_steps))
-    if key not in _GRADS:
-        def loss(th, xx, w):
-            out = fn(th, xx, max_steps)
-            z = out[0] if isinstance(out, (tuple, list)) else out
-            return _vdot(w, z)
 
-        _GRADS[key] = (fn, _jit(_grad(loss, argnums=(0, 1))))  # fn kept alive so its id stays unique
-    grad_fn = _GRADS[key][1]
+    def loss(th, xx, w):
+        out = fn(th, xx, max_steps)
+        z = out[0] if isinstance(out, (tuple, list)) else out
+        return _vdot(w, z)
+
+    # made afresh for each request: a jitted wrapper kept in this module between requests could be
+    # swapped for another by learner code (this module is reachable from it through the class graph)
+    grad_fn = _jit(_grad(loss, argnums=(0, 1)))
     args = (to_jax(theta), to_jax(x), _asarray(to_jax(weights)))
     try:
         g_theta, g_x = _block(grad_fn(*args))

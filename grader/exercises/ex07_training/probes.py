@@ -179,9 +179,6 @@ def jitted_call(ctx, name: str, args: list):
     return _jit(ctx.function(name))(*to_jax(args))
 
 
-_UPDATES: dict = {}
-
-
 def optimizer_update(ctx, hyper, params, grads, adam) -> dict:
     params, grads = to_jax(params), to_jax(grads)
     opt = ctx.function("make_optimizer")(*hyper)

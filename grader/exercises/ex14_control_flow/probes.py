@@ -80,21 +80,22 @@ def switch_structure(ctx, x) -> dict:
     return out
 
 
-_GRADS: dict = {}
+def _grad_of_sum(grad_of):
+    """``jax.grad`` of ``sum(grad_of(x))`` under our ``jax.jit``, made afresh for each request: a
+    wrapper kept in this module between requests could be swapped for another by learner code
+    (the module is reachable from it through the class graph)."""
+    return _jit(_grad(lambda v: _sum(grad_of(v))))
 
 
-def _value_and_grad(f, x, grad_of) -> dict:
-    """``f(x)``, and ``jax.grad`` of ``sum(f(x))`` under our ``jax.jit`` (made once per ``grad_of``,
-    the learner's function, so a second check with the same shapes compiles nothing)."""
+def _value_and_grad(f, x, grad_fn) -> dict:
+    """``f(x)``, and ``grad_fn(x)`` (``_grad_of_sum`` of the learner's function)."""
     out = {}
     try:
         out["value"] = _asarray(_block(f(x)))
     except Exception as exc:  # noqa: BLE001 - measured, not judged
         out["value_error"] = _first_line(exc)
-    if id(grad_of) not in _GRADS:
-        _GRADS[id(grad_of)] = (grad_of, _jit(_grad(lambda v: _sum(grad_of(v)))))
     try:
-        out["grad"] = _asarray(_block(_GRADS[id(grad_of)][1](x)))
+        out["grad"] = _asarray(_block(grad_fn(x)))
     except Exception as exc:  # noqa: BLE001
         out["grad_error"] = _first_line(exc)
     return out
@@ -102,17 +103,13 @@ def _value_and_grad(f, x, grad_of) -> dict:
 
 def piecewise_values(ctx, xs: list) -> list:
     fn = ctx.function("piecewise")
-    return [_value_and_grad(fn, _device_put(x), fn) for x in xs]
-
-
-_JITTED: dict = {}
+    grad_fn = _grad_of_sum(fn)  # one compile per shape for every x of this request
+    return [_value_and_grad(fn, _device_put(x), grad_fn) for x in xs]
 
 
 def safe_sqrt_values(ctx, x) -> dict:
     fn = ctx.function("safe_sqrt")
-    if id(fn) not in _JITTED:
-        _JITTED[id(fn)] = (fn, _jit(fn))
-    return _value_and_grad(_JITTED[id(fn)][1], _device_put(x), fn)
+    return _value_and_grad(_jit(fn), _device_put(x), _grad_of_sum(fn))
 
 
 # --- the truth about the questions, in the clean worker ----------------------------------------------
