@@ -308,6 +308,23 @@ def judge_step_structure(facts: dict, params, momentum, lr, beta, ref: dict) -> 
             diagnosis="train_step takes the gradient of the plain loss (or of something without remat), not of "
                       "remat_loss: the same numbers, but the step keeps every activation",
             advice="differentiate remat_loss(params, x, y, SEGMENT): the step is where remat saves memory")
+    if facts.get("head_inside"):  # remat_traced reads it under jax.vjp; here as training runs it
+        advice = ("run the segments of blocks under jax.checkpoint, then compute 0.5 * mean(sum((h - y) ** 2)) on "
+                  "their output, outside any checkpoint, whatever transformation calls remat_loss")
+        raise CheckFailed(
+            "in train_step, remat_loss runs the head (the mean squared error) inside a checkpointed segment",
+            measured="a jax.checkpoint in train_step's jaxpr takes y together with a block's parameters",
+            expected="every checkpoint takes blocks' parameters and an activation; y is used outside them",
+            hint=advice, diagnosis="the head is inside a checkpointed segment in the training step", advice=advice)
+    if facts.get("new_policies"):  # what remat_loss keeps under jax.vjp was judged by the byte check
+        advice = ("checkpoint each segment the same way whatever transformation calls remat_loss: the byte check "
+                  "measures remat_loss under jax.vjp, and train_step's gradient must keep what it measured")
+        raise CheckFailed(
+            "in train_step, remat_loss checkpoints with a policy it does not use on its own",
+            measured=f"checkpoint policies only in train_step's jaxpr: {', '.join(facts['new_policies'])[:300]}",
+            expected="the policies of remat_loss(params, x, y, SEGMENT) under jax.vjp",
+            hint=advice, diagnosis="under the training step's gradient remat_loss saves differently from what the "
+                                   "grader measured", advice=advice)
 
 
 def judge_momentum_step(out, params, momentum, lr, beta, ref: dict) -> None:

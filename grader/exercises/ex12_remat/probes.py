@@ -21,7 +21,9 @@ In the sandbox, beside the learner's code (each returns plain data; verdicts are
     grader's own measured levels).
 ``step_primitives(ctx, params, momentum, x, y, lr, beta)``
     how often each primitive appears in ``train_step``'s jaxpr, sub-jaxprs included: the
-    checkpointed segments of ``remat_loss`` must be there, and no callback; read from one
+    checkpointed segments of ``remat_loss`` must be there, and no callback; and whether a
+    checkpoint there takes ``y`` with a block's parameters (the head, as training runs it: a
+    ``remat_loss`` that reads JAX's frames can tell ``jax.vjp`` from ``jax.grad``); read from one
     trace under our own ``jax.jit`` (``grader.probes.generic.traced_run``), returned with
     ``"outputs"``, what that very program computed, which the trusted side compares with SGD
     with momentum before it reads the primitives.
@@ -38,6 +40,8 @@ JAX entry points are bound at import, before the learner's module loads.
 """
 
 from __future__ import annotations
+
+import re
 
 import jax
 import jax.numpy as jnp
@@ -213,11 +217,58 @@ def step_primitives(ctx, params, momentum, x, y, lr: float, beta: float) -> dict
     run = traced_run(fn, params, momentum, x, y, float(lr), float(beta))  # as the calls pass them; donates nothing
     out: dict = {"jitted": _steps.is_jitted(fn),
                  "primitives": ir.primitive_counts(run.jaxpr) if run.jaxpr is not None else {}}
+    if run.jaxpr is not None:  # the head, as training runs it (remat_traced reads it under jax.vjp)
+        invars, n_params = run.jaxpr.jaxpr.invars, len(_leaves(params))
+        n_state = n_params + len(_leaves(momentum))
+        out["head_inside"] = _head_in_a_checkpoint(run.jaxpr.jaxpr, {invars[n_state + 1]}, set(invars[:n_params]))
+        alone = _policies_alone(ctx, params, x, y)
+        if alone is not None:
+            out["new_policies"] = sorted(_policies(run.jaxpr.jaxpr, set()) - alone)
     if run.error is not None:
         out["error"] = _first_line(run.error)
     else:
         out["outputs"] = _tree_map(np.asarray, run.outputs)
     return out
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+
+
+def _policies(jaxpr, found: set) -> set:
+    """The checkpoint policies of ``jaxpr``'s remat equations, sub-jaxprs included (as text,
+    without object addresses)."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in jaxcompat.REMAT_PRIMITIVES:
+            found.add(_ADDRESS.sub("", repr(eqn.params.get("policy")))[:200])
+        for sub in jaxcompat.jaxprs_in_params(eqn.params):
+            _policies(getattr(sub, "jaxpr", sub), found)
+    return found
+
+
+def _policies_alone(ctx, params, x, y) -> set | None:
+    """The policies of ``remat_loss(..., SEGMENT)`` under ``jax.vjp`` as ``remat_traced`` reads it
+    (None when SEGMENT is no plain int or it does not trace: other checks say so).  A
+    ``remat_loss`` that reads JAX's frames can tell ``jax.vjp`` from ``jax.grad`` and keep more
+    under the training step's gradient than the bytes check saw."""
+    try:
+        segment = ctx.attribute("SEGMENT")
+    except LookupError:
+        return None
+    if type(segment) is not int:
+        return None
+    fn = ctx.function("remat_loss")
+
+    def loss_grads_residuals(p, xx, yy):
+        loss, pull = _vjp(lambda a, b, c: fn(a, b, c, segment), p, xx, yy)
+        return loss, pull(_ones_like(loss))[0], _leaves(pull)
+
+    try:
+        traced = _jit(loss_grads_residuals).trace(params, x, y)
+    except NotImplementedError:
+        raise
+    except Exception:  # noqa: BLE001 - the value and byte checks report it
+        return None
+    return _policies(traced.jaxpr.jaxpr, set())
 
 
 def _deleted(tree) -> list[bool]:
