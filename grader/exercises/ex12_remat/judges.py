@@ -216,8 +216,10 @@ def judge_choices(answers: list, budgets: list[int], levels: dict[int, int], dep
             wrong.append((k, budget, smallest))
     if not wrong:
         return
-    lines = "\n".join(f"budget {budget}: your answer {k} (keeps {levels[k]} bytes); the smallest that fits is "
-                       f"{smallest} (keeps {levels[smallest]})" for k, budget, smallest in wrong)
+    lines = "\n".join(f"budget {budget}: your answer {k} (segment checkpointing at {k} keeps {levels[k]} bytes); "
+                       f"the smallest that fits is {smallest} (keeps {levels[smallest]})" for k, budget, smallest in wrong)
+    lines += ("\n(bytes measured on the grader's own segment checkpointing: a remat_loss that keeps other bytes "
+              "fails remat_saves_like_segments too)")
     over = [w for w in wrong if levels[w[0]] > w[1]]
     if over:
         raise CheckFailed(
