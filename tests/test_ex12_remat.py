@@ -88,6 +88,9 @@ class _Ctx:
     def function(self, name):
         return self.functions[name]
 
+    def attribute(self, name):
+        return self.functions[name]  # KeyError: a LookupError, as the sandbox's MissingFunction
+
 
 def _run(ps, h):
     for p in ps:
@@ -213,6 +216,40 @@ def test_step_structure_is_judged_on_the_program_the_calls_run():
     with pytest.raises(CheckFailed) as err:
         judges.judge_step_structure(facts, params, momentum, 0.1, 0.9, ref)
     assert "traced" in err.value.diagnosis
+
+
+def test_the_step_shows_the_head_and_policies_training_runs_whatever_the_grader_reads_under_vjp():
+    """A remat_loss that tells jax.grad from jax.vjp by JAX's frames is judged in train_step's
+    own trace: the head inside a segment, or a policy remat_loss does not use under jax.vjp."""
+    import traceback
+
+    params, x, y = draw_model(np.random.default_rng(0), depth=4, width=8, batch=4)
+    momentum = jax.tree.map(np.zeros_like, params)
+    loss, grads = jax.value_and_grad(lambda p, a, b: _head(_run(p, a), b))(*to_jax([params, x, y]))
+    ref = {"loss": np.asarray(loss), "grads": jax.tree.map(np.asarray, grads)}
+
+    def under_grad():
+        return any(f.name in ("grad_f", "value_and_grad_f") for f in traceback.extract_stack())
+
+    def head_inside(params, x, y, segment):
+        return _segmented("closure" if under_grad() else None)(params, x, y, segment)
+
+    def dots(params, x, y, segment):
+        policy = jax.checkpoint_policies.dots_saveable if under_grad() else None
+        h = x
+        for start in range(0, len(params), segment):
+            h = jax.checkpoint(_run, policy=policy)(params[start:start + segment], h)
+        return _head(h, y)
+
+    honest = _segmented()
+    for remat_loss, wrong in ((honest, None), (head_inside, "runs the head"), (dots, "a policy it does not use")):
+        ctx = _Ctx(remat_loss=remat_loss, SEGMENT=2, train_step=_step(lambda p, a, b, f=remat_loss: f(p, a, b, 2)))
+        facts = probe.step_primitives(ctx, params, momentum, x, y, 0.1, 0.9)
+        if wrong is None:
+            judges.judge_step_structure(facts, params, momentum, 0.1, 0.9, ref)
+            continue
+        with pytest.raises(CheckFailed, match=wrong):
+            judges.judge_step_structure(facts, params, momentum, 0.1, 0.9, ref)
 
 
 def test_donated_args_show_a_donated_batch():
