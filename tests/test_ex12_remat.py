@@ -220,7 +220,8 @@ def test_step_structure_is_judged_on_the_program_the_calls_run():
 
 def test_the_step_shows_the_head_and_policies_training_runs_whatever_the_grader_reads_under_vjp():
     """A remat_loss that tells jax.grad from jax.vjp by JAX's frames is judged in train_step's
-    own trace: the head inside a segment, or a policy remat_loss does not use under jax.vjp."""
+    own trace: the head inside a segment, another policy or another number of segments than
+    remat_loss(..., SEGMENT) has under jax.vjp."""
     import traceback
 
     params, x, y = draw_model(np.random.default_rng(0), depth=4, width=8, batch=4)
@@ -241,8 +242,12 @@ def test_the_step_shows_the_head_and_policies_training_runs_whatever_the_grader_
             h = jax.checkpoint(_run, policy=policy)(params[start:start + segment], h)
         return _head(h, y)
 
+    def one_per_block(params, x, y, segment):  # more segments, more activations kept, only in training
+        return _segmented()(params, x, y, 1 if under_grad() else segment)
+
     honest = _segmented()
-    for remat_loss, wrong in ((honest, None), (head_inside, "runs the head"), (dots, "a policy it does not use")):
+    for remat_loss, wrong in ((honest, None), (head_inside, "runs the head"), (dots, "checkpoints differently"),
+                              (one_per_block, "checkpoints differently")):
         ctx = _Ctx(remat_loss=remat_loss, SEGMENT=2, train_step=_step(lambda p, a, b, f=remat_loss: f(p, a, b, 2)))
         facts = probe.step_primitives(ctx, params, momentum, x, y, 0.1, 0.9)
         if wrong is None:

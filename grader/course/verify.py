@@ -144,9 +144,9 @@ def verify_seeds(k: int) -> list[int | None]:
                      for i in range(1, max(k, 1))]
 
 
-#: Generic cheats are graded at one fixed seed (what they try does not depend on the draws): the
-#: reference solution's and the clean worker's answers to the same requests are then remembered
-#: once for all of them (``grader.sandbox.memo``).
+#: Cheats (generic and an exercise's own) are graded at one fixed seed -- what they try does not
+#: depend on the draws -- so the reference solution's and the clean worker's answers to the same
+#: requests are remembered once for all of them (``grader.sandbox.memo``).
 CHEAT_SEED = verify_seeds(2)[1]
 
 

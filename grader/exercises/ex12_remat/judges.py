@@ -318,13 +318,16 @@ def judge_step_structure(facts: dict, params, momentum, lr, beta, ref: dict) -> 
             measured="a jax.checkpoint in train_step's jaxpr takes y together with a block's parameters",
             expected="every checkpoint takes blocks' parameters and an activation; y is used outside them",
             hint=advice, diagnosis="the head is inside a checkpointed segment in the training step", advice=advice)
-    if facts.get("new_policies"):  # what remat_loss keeps under jax.vjp was judged by the byte check
+    seen = facts.get("checkpoints")
+    if seen and seen["train_step"] != seen["remat_loss"]:  # the byte check measured remat_loss under jax.vjp
+        other = sorted(set(seen["train_step"]) - set(seen["remat_loss"]))  # no counts: they follow the drawn depth
         advice = ("checkpoint each segment the same way whatever transformation calls remat_loss: the byte check "
                   "measures remat_loss under jax.vjp, and train_step's gradient must keep what it measured")
         raise CheckFailed(
-            "in train_step, remat_loss checkpoints with a policy it does not use on its own",
-            measured=f"checkpoint policies only in train_step's jaxpr: {', '.join(facts['new_policies'])[:300]}",
-            expected="the policies of remat_loss(params, x, y, SEGMENT) under jax.vjp",
+            "in train_step, remat_loss checkpoints differently from how it does on its own",
+            measured=("checkpoint policies only in train_step's jaxpr: " + ", ".join(other))[:400] if other else
+            "the same policies, but another number of checkpointed segments in train_step's jaxpr",
+            expected="exactly the checkpoints of remat_loss(params, x, y, SEGMENT) under jax.vjp",
             hint=advice, diagnosis="under the training step's gradient remat_loss saves differently from what the "
                                    "grader measured", advice=advice)
 

@@ -21,9 +21,10 @@ In the sandbox, beside the learner's code (each returns plain data; verdicts are
     grader's own measured levels).
 ``step_primitives(ctx, params, momentum, x, y, lr, beta)``
     how often each primitive appears in ``train_step``'s jaxpr, sub-jaxprs included: the
-    checkpointed segments of ``remat_loss`` must be there, and no callback; and whether a
+    checkpointed segments of ``remat_loss`` must be there, and no callback; whether a
     checkpoint there takes ``y`` with a block's parameters (the head, as training runs it: a
-    ``remat_loss`` that reads JAX's frames can tell ``jax.vjp`` from ``jax.grad``); read from one
+    ``remat_loss`` that reads JAX's frames can tell ``jax.vjp`` from ``jax.grad``), and its
+    checkpoints by policy beside those of ``remat_loss(..., SEGMENT)`` under ``jax.vjp``; read from one
     trace under our own ``jax.jit`` (``grader.probes.generic.traced_run``), returned with
     ``"outputs"``, what that very program computed, which the trusted side compares with SGD
     with momentum before it reads the primitives.
@@ -160,11 +161,7 @@ def remat_traced(ctx, params, x, y, segments: list) -> list:
     n_params = len(_leaves(params))
     out = []
     for k in segments:
-        def loss_grads_residuals(p, xx, yy, k=int(k)):
-            loss, pull = _vjp(lambda a, b, c: fn(a, b, c, k), p, xx, yy)
-            return loss, pull(_ones_like(loss))[0], _leaves(pull)
-
-        run = traced_run(loss_grads_residuals, params, x, y)
+        run = traced_run(_vjp_program(fn, int(k)), params, x, y)
         if run.error is not None:
             raise run.error
         invars = run.jaxpr.jaxpr.invars  # the leaves of params, then x, then y
@@ -175,6 +172,16 @@ def remat_traced(ctx, params, x, y, segments: list) -> list:
                     "head_inside": _head_in_a_checkpoint(run.jaxpr.jaxpr, {invars[n_params + 1]},
                                                          set(invars[:n_params]))})
     return out
+
+
+def _vjp_program(fn, segment: int):
+    """``(loss, gradient in params, residual leaves)`` of ``fn(params, x, y, segment)``: ``jax.vjp``
+    and its pull-back of 1.0, the program ``remat_traced`` reads."""
+    def loss_grads_residuals(p, xx, yy):
+        loss, pull = _vjp(lambda a, b, c: fn(a, b, c, segment), p, xx, yy)
+        return loss, pull(_ones_like(loss))[0], _leaves(pull)
+
+    return loss_grads_residuals
 
 
 def choices(ctx, params, x, y, budgets: list) -> list:
@@ -221,9 +228,9 @@ def step_primitives(ctx, params, momentum, x, y, lr: float, beta: float) -> dict
         invars, n_params = run.jaxpr.jaxpr.invars, len(_leaves(params))
         n_state = n_params + len(_leaves(momentum))
         out["head_inside"] = _head_in_a_checkpoint(run.jaxpr.jaxpr, {invars[n_state + 1]}, set(invars[:n_params]))
-        alone = _policies_alone(ctx, params, x, y)
+        alone = _checkpoints_alone(ctx, params, x, y)
         if alone is not None:
-            out["new_policies"] = sorted(_policies(run.jaxpr.jaxpr, set()) - alone)
+            out["checkpoints"] = {"train_step": _checkpoints(run.jaxpr.jaxpr, {}), "remat_loss": alone}
     if run.error is not None:
         out["error"] = _first_line(run.error)
     else:
@@ -234,41 +241,37 @@ def step_primitives(ctx, params, momentum, x, y, lr: float, beta: float) -> dict
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 
-def _policies(jaxpr, found: set) -> set:
-    """The checkpoint policies of ``jaxpr``'s remat equations, sub-jaxprs included (as text,
-    without object addresses)."""
+def _checkpoints(jaxpr, found: dict) -> dict:
+    """How many checkpoint (remat) equations ``jaxpr`` holds, sub-jaxprs included, by policy (as
+    text, without object addresses)."""
     for eqn in jaxpr.eqns:
         if eqn.primitive.name in jaxcompat.REMAT_PRIMITIVES:
-            found.add(_ADDRESS.sub("", repr(eqn.params.get("policy")))[:200])
+            policy = _ADDRESS.sub("", repr(eqn.params.get("policy")))[:200]
+            found[policy] = found.get(policy, 0) + 1
         for sub in jaxcompat.jaxprs_in_params(eqn.params):
-            _policies(getattr(sub, "jaxpr", sub), found)
+            _checkpoints(getattr(sub, "jaxpr", sub), found)
     return found
 
 
-def _policies_alone(ctx, params, x, y) -> set | None:
-    """The policies of ``remat_loss(..., SEGMENT)`` under ``jax.vjp`` as ``remat_traced`` reads it
-    (None when SEGMENT is no plain int or it does not trace: other checks say so).  A
-    ``remat_loss`` that reads JAX's frames can tell ``jax.vjp`` from ``jax.grad`` and keep more
-    under the training step's gradient than the bytes check saw."""
+def _checkpoints_alone(ctx, params, x, y) -> dict | None:
+    """``_checkpoints`` of ``remat_loss(..., SEGMENT)`` in the program ``remat_traced`` reads (None
+    when SEGMENT is no plain int or it does not trace: other checks say so).  A ``remat_loss``
+    that reads JAX's frames can tell ``jax.vjp`` from ``jax.grad``; a training step must hold
+    exactly the checkpoints the byte check measured -- no other policy, no more or fewer
+    segments."""
     try:
         segment = ctx.attribute("SEGMENT")
     except LookupError:
         return None
     if type(segment) is not int:
         return None
-    fn = ctx.function("remat_loss")
-
-    def loss_grads_residuals(p, xx, yy):
-        loss, pull = _vjp(lambda a, b, c: fn(a, b, c, segment), p, xx, yy)
-        return loss, pull(_ones_like(loss))[0], _leaves(pull)
-
     try:
-        traced = _jit(loss_grads_residuals).trace(params, x, y)
+        traced = _jit(_vjp_program(ctx.function("remat_loss"), segment)).trace(params, x, y)
     except NotImplementedError:
         raise
     except Exception:  # noqa: BLE001 - the value and byte checks report it
         return None
-    return _policies(traced.jaxpr.jaxpr, set())
+    return _checkpoints(traced.jaxpr.jaxpr, {})
 
 
 def _deleted(tree) -> list[bool]:
