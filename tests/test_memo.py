@@ -109,20 +109,6 @@ def test_answers_kept_on_disk_serve_a_later_process_and_the_folder_stays_within_
     assert not [p for p in tmp_path.iterdir() if not p.name.startswith(".")]
 
 
-def test_the_processes_of_one_verify_run_share_answers_through_its_private_folder(tmp_path, monkeypatch):
-    monkeypatch.setattr(memo, "_SHARED", memo.Memo())
-    monkeypatch.setattr(memo, "_SHARED_FOLDER", False)
-    snap = from_source("/course/solutions/ref.py", "ref.py", SOURCE)
-    assert not memo.learner_free(snap, timeout_s=30).persist  # by default: this process's memory only
-    memo.share_between_processes(tmp_path)
-    with memo.learner_free(snap, timeout_s=30).start() as first:
-        assert first.persist and compiles(first, np.float32) == 1 and first.proc is not None
-    monkeypatch.setattr(memo, "_SHARED", memo.Memo())  # the pool's other process: nothing in memory
-    memo.share_between_processes(tmp_path)
-    with memo.learner_free(snap, timeout_s=30).start() as second:
-        assert compiles(second, np.float32) == 1 and second.proc is None and second.recalled == 1
-
-
 def test_answers_persist_only_where_the_compile_cache_may(monkeypatch):
     monkeypatch.delenv("GRADER_NO_CACHE", raising=False)
     monkeypatch.setattr(sandbox_user, "isolating", lambda: False)

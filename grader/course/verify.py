@@ -30,12 +30,8 @@ A check's hidden inputs are drawn from the seed, so one seed proves little: ``se
 grades every reference solution and every known-wrong fixture at K seeds (the file's own
 and K-1 more, the same K every run), and each must hold at every one of them -- full marks
 for a solution, the declared checks lost for a fixture.  Cheats, whose tricks do not depend on
-the draws, are graded at one fixed seed (``CHEAT_SEED``).
-
-Gradings that send the learner-free workers (the clean worker, the reference solution) the
-same requests -- every cheat, every fixture at a shared seed that runs the same checks -- get
-their answers once: the pool's processes remember them in a folder private to the run
-(``grader.sandbox.memo.share_between_processes``).
+the draws, are graded at one fixed seed (``CHEAT_SEED``), so a pool process that grades several
+remembers the learner-free workers' answers to their requests (``grader.sandbox.memo``).
 
 A verdict needs only the checks it rests on, so only those run (``runner.grade(only=...)``):
 a known-wrong fixture runs the checks it declares it loses (and what they require), a
@@ -45,11 +41,9 @@ cheat every check that scores; solutions and stubs run everything.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import contextlib
 import dataclasses
 import multiprocessing
 import os
-import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -223,35 +217,17 @@ def _at(seed: int | None) -> str:
 _ZYGOTE = None  # one per verify worker process: every case's sandboxes fork from it
 
 
-def _start_zygote(answers: str | None = None) -> None:
-    """Pool initializer: import JAX once in this worker process's zygote; the learner-free
-    workers' answers go to (and come from) ``answers``, a folder private to this verify run,
-    so what one pool process measured for the clean worker or the reference solution is not
-    measured again by the other (``grader.sandbox.memo``)."""
+def _start_zygote() -> None:
+    """Pool initializer: import JAX once in this worker process's zygote."""
     import atexit
     import signal
 
-    from grader.sandbox import memo
     from grader.sandbox.client import Zygote
 
     global _ZYGOTE
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt means
-    if answers is not None:
-        memo.share_between_processes(Path(answers))
     _ZYGOTE = Zygote().start()
     atexit.register(_ZYGOTE.close)
-
-
-@contextlib.contextmanager
-def grading_pool(jobs: int):
-    """Processes that grade course files (``runner.grade`` calls): each forks its sandboxes
-    from a zygote of its own, and all of them share, in a folder private to this pool, what
-    the learner-free workers answered (``_start_zygote``)."""
-    ctx = multiprocessing.get_context("spawn")
-    with tempfile.TemporaryDirectory(prefix="grade-verify-answers-") as answers, \
-            cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_start_zygote,
-                                   initargs=(answers,)) as pool:  # mkdtemp: 0700, this pool's alone
-        yield pool
 
 
 def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
@@ -322,7 +298,9 @@ def verify(manifest: Manifest, course: Path, *, numbers: list[int] | None = None
         cases += c
         problems += p
     outcomes: list[Outcome] = []
-    with grading_pool(jobs or os.cpu_count() or 1) as pool:
+    ctx = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(max_workers=jobs or os.cpu_count() or 1, mp_context=ctx,
+                                initializer=_start_zygote) as pool:
         futures = {pool.submit(_run_case, str(manifest.path), str(course), c): c for c in cases}
         for fut in cf.as_completed(futures):
             case = futures[fut]

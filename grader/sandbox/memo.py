@@ -345,25 +345,10 @@ class Remembered(Sandbox):
         return msg
 
 
-_SHARED_FOLDER = False  # share_between_processes() was called: every learner-free worker persists
-
-
-def share_between_processes(folder: Path) -> None:
-    """Keep this process's learner-free answers in ``folder`` too, and read theirs from it:
-    for processes of one trusted job (``grade verify``'s pool) that grade the same course, so
-    an answer one of them measured is not measured again by another.  ``folder`` must be
-    private to that job (made by it, mode 0700): the answers are trusted as they are read."""
-    global _SHARED_FOLDER
-    _SHARED._folder = Path(folder)
-    _SHARED_FOLDER = True
-
-
 def learner_free(source, *, persist: bool = False, **kwargs) -> Sandbox:
     """A worker that runs no learner code (``source``: the reference solution's files, or
     ``None`` for a clean worker): remembered unless ``GRADER_NO_MEMO=1``."""
-    if not enabled():
-        return Sandbox(source, **kwargs)
-    return Remembered(source, persist=persist or _SHARED_FOLDER, **kwargs)
+    return Remembered(source, persist=persist, **kwargs) if enabled() else Sandbox(source, **kwargs)
 
 
 def may_persist(public_only: bool) -> bool:
