@@ -14,6 +14,7 @@ public-only grading, not as root (``grader.runner.compile_cache_for``).  Even th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -107,3 +108,33 @@ def clear() -> tuple[int, int]:
     size = sum(_size(p) for p in folders)
     shutil.rmtree(base, ignore_errors=True)
     return len(folders), size
+
+
+@contextlib.contextmanager
+def course_cache():
+    """A compile cache shared by the gradings of the course's own files, for as long as
+    the block runs, then removed (``grade verify``, the test suite's right-file gradings).
+
+    Every worker of those gradings -- the graded file's sandboxes, the reference solution's,
+    the clean worker -- reads and writes it, so a program that one fixture, idiom or
+    solution compiled (the reference step of the drawn shapes, the clean worker's truth,
+    the parts of a fixture that are the solution's) is compiled once per run instead of once
+    per grading.  Compile *counts* are unchanged: the grader counts misses of JAX's
+    in-memory caches (``grader.sandbox.meter``), which a persistent-cache hit still is, and
+    an executable read back gives the same answers, costs and HLO as the one compiled.
+
+    Never for a learner's file and never for a cheat: a folder every sandbox user may write
+    is a channel between gradings, harmless only when every graded file is the course's
+    own and honest.  As root the sandboxes run as users of their own, all in group
+    ``NOGROUP``: the folder is that group's (setgid, 2770) -- not writable by others, so the
+    sweep of what a sandbox user left in the shared temporary folders does not go in."""
+    from grader.sandbox import scratch, user
+
+    folder = scratch.make("xlacache")
+    try:
+        if user.isolating():
+            os.chown(folder, 0, user.NOGROUP)
+            os.chmod(folder, 0o2770)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -11,6 +11,7 @@ Tested with: jax/jaxlib 0.10.2 (see ``TESTED_JAX``).
 
 from __future__ import annotations
 
+import os
 import re
 
 TESTED_JAX = ("0.10.2",)
@@ -109,7 +110,10 @@ def compile_cache_env(directory: str | None, max_bytes: int = 64 << 20) -> dict[
     """Environment turning JAX's persistent compilation cache on in ``directory`` (off for None).
 
     Thresholds are zero so even millisecond compiles are cached; the size cap needs the
-    ``filelock`` package, without which JAX silently disables the cache.
+    ``filelock`` package, without which JAX silently disables the cache.  ``max_bytes=-1``:
+    no cap, so no lock file and no access-time files (a folder that workers of several
+    users write, ``grader.course.verify``'s, where one user's lock file would shut out the
+    others).
     """
     if directory is None:
         return {"JAX_ENABLE_COMPILATION_CACHE": "false"}
@@ -120,6 +124,36 @@ def compile_cache_env(directory: str | None, max_bytes: int = 64 << 20) -> dict[
         "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
         "JAX_COMPILATION_CACHE_MAX_SIZE": str(max_bytes),  # least recently used entries go first
     }
+
+
+def atomic_compile_cache_writes() -> None:
+    """Make JAX's persistent cache write each entry whole: to a private name, then renamed.
+
+    Without a size cap JAX writes an entry in place (``LRUCache.put``), so a worker of
+    another grading reading the same entry at that moment reads part of it (JAX then warns
+    and compiles).  With a cap, JAX's file lock already orders the two: left as it is."""
+    from jax._src import lru_cache
+
+    original = lru_cache.LRUCache.put
+    if getattr(original, "_grader_atomic", False):
+        return
+
+    def put(self, key: str, value: bytes) -> None:
+        if self.eviction_enabled or not key:
+            return original(self, key, value)
+        path = self.path / f"{key}{lru_cache._CACHE_SUFFIX}"
+        if path.exists():
+            return
+        part = path.with_name(f".{path.name}.{os.getpid()}.part")
+        try:
+            part.write_bytes(value)
+            os.replace(part, path)
+        finally:
+            if part.exists():
+                part.unlink()
+
+    put._grader_atomic = True
+    lru_cache.LRUCache.put = put
 
 
 def backend_compile_name(fun_name: str) -> str:

@@ -115,6 +115,7 @@ def grade(
     on_check=None,
     only: dict[int, Iterable[str]] | None = None,
     first_failure: bool = False,
+    course_cache: Path | None = None,
 ) -> RunResult:
     """Grade the exercises ``numbers``.
 
@@ -128,7 +129,9 @@ def grade(
     are ``not_run``, and a sandbox no selected check needs is never started): ``grade
     verify`` needs only the checks a known-wrong fixture declares it loses; ``first_failure``
     stops at the first check that does not pass (the checks after it are ``not_run``): what
-    ``grade verify`` needs to show that some public check catches a fixture.
+    ``grade verify`` needs to show that some public check catches a fixture; ``course_cache``
+    is a compile cache every worker of the grading shares with other gradings
+    (``grader.cache.course_cache``): only for the course's own files, never a learner's.
     """
     t0 = time.monotonic()
     started_at = utc_now()
@@ -161,7 +164,7 @@ def grade(
                 ex_seed = seed if seed is not None else snap.seed(ex.number)
                 try:
                     runs[ex.number] = _start(ex, snap, ex_seed, course_root, hidden_root, tmp, zygote,
-                                             selections[ex.number])
+                                             selections[ex.number], course_cache)
                 except Exception as exc:
                     done[ex.number] = grader_error_result(ex, snap, ex_seed, hidden_run, exc)
             try:
@@ -287,7 +290,8 @@ def reference_of(ex: Exercise, hidden_root: Path | None) -> Snapshot | None:
 
 
 def _start(ex: Exercise, snap: Snapshot, seed: int, course_root: Path, hidden_root: Path | None,
-           tmp: Path, zygote: Zygote | None = None, only: frozenset[str] | None = None) -> ExerciseRun:
+           tmp: Path, zygote: Zygote | None = None, only: frozenset[str] | None = None,
+           course_cache: Path | None = None) -> ExerciseRun:
     """Copy the exercise's checks and start its workers (their JAX imports overlap the rest)."""
     wanted = {c.visibility for c in ex.checks if only is None or c.name in only}
     public = ex.public_checks(course_root)
@@ -300,7 +304,7 @@ def _start(ex: Exercise, snap: Snapshot, seed: int, course_root: Path, hidden_ro
             raise FileNotFoundError(f"the hidden checks of exercise {ex.number} are missing: no {hidden}")
         shutil.copyfile(hidden, tmp / f"test_e{ex.number:02d}_hidden.py")
     limits = dict(timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices, zygote=zygote,
-                  probes=probes_of_exercise(ex.number))
+                  probes=probes_of_exercise(ex.number), course_cache=course_cache)
     run = ExerciseRun(ex, snap, seed, only=only, limits=limits, reference_snapshot=reference_of(ex, hidden_root))
     if has_public:
         cache = compile_cache_for(snap) if hidden_root is None else None

@@ -49,7 +49,7 @@ def test_a_fixture_that_declares_a_public_check_lost_shows_public_checks_catch_i
     labels = {c.label: c for c in verify.cases_for(ex, course, seeds=2)[0]}
     assert "public:triples" not in labels and "public:hidden_only" in labels  # no second grading for it
     own, other = (c for label, c in labels.items() if label.startswith("fixture:triples"))
-    assert own.public_fails_too and own.seed is None and not other.public_fails_too
+    assert own.public_fails_too and own.seed == verify.verify_seeds(1)[0] and not other.public_fails_too
     manifest = str(course / "exercises" / "manifest.toml")
     assert verify._run_case(manifest, str(course), own).ok
     # a run whose public checks all pass fails the public expectation (the declared loss is not all)
@@ -93,3 +93,57 @@ def test_static_problems_are_reported(course):
     assert "no_such_check" in text and "base must be one of" in text
     assert "known-wrong fixtures; at least 3 needed" in text
     assert "no statement" in text  # the mini course has no README for its exercise
+
+
+def _verdicts(run):
+    return [(c.name, c.status, c.score, c.message, c.measured) for c in run.exercises[0].checks]
+
+
+def test_the_course_cache_is_written_by_every_worker_and_changes_no_verdict(course):
+    """One compile cache serves a whole verify run: the second grading reads what the first
+    wrote (sandbox users included, as root) and every check says exactly what it said when
+    everything was compiled for real -- compile counts too."""
+    import os
+
+    from grader import cache, runner
+    from grader.sandbox import user
+    from grader.submission import from_source
+
+    manifest = load(course / "exercises" / "manifest.toml")
+    path = course / "solutions" / "01_double" / "double.py"
+    snap = from_source(str(path), "double.py", path.read_bytes())
+    with cache.course_cache() as folder:
+        if user.isolating():
+            st = os.stat(folder)
+            assert (st.st_gid, st.st_mode & 0o7777) == (user.NOGROUP, 0o2770)  # not others': no sweep goes in
+        runs = [runner.grade(manifest, [1], course_root=course, hidden_root=course / "solutions",
+                             snapshots={1: snap}, seed=5, course_cache=folder) for _ in range(2)]
+        entries = [e for e in os.scandir(folder) if e.name.endswith("-cache")]
+        assert entries and not [e for e in os.scandir(folder) if e.name.endswith(".part")]
+        if user.isolating():  # the learner-kind sandboxes wrote there as users of their own
+            assert {e.stat().st_uid for e in entries} - {0}
+    assert not folder.exists()
+    assert runs[0].exercises[0].score == runs[0].exercises[0].max_score
+    assert _verdicts(runs[1]) == _verdicts(runs[0])
+
+
+def test_cheats_get_no_shared_compile_cache(course, monkeypatch):
+    from grader import runner
+
+    seen = {}
+
+    def fake_grade(*args, course_cache=None, **kwargs):
+        seen["cache"] = course_cache
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(runner, "grade", fake_grade)
+    add_fixture(course, "triples", 'base = "solution"\nkind = "wrong"\nmust_fail = ["doubles"]\n',
+                "def double(x):\n    return 3 * x\n")
+    add_fixture(course, "exits", 'base = "stub"\nkind = "cheat"\n', "import os\nos._exit(0)\n")
+    cases = verify.cases_for(load(course / "exercises" / "manifest.toml").get(1), course)[0]
+    manifest = str(course / "exercises" / "manifest.toml")
+    assert {"zero", "full", "must_fail"} <= {c.expect for c in cases}
+    for case in cases:
+        with pytest.raises(RuntimeError):
+            verify._run_case(manifest, str(course), case, "/nonexistent/cache")
+        assert (seen["cache"] is None) == (case.expect == "zero"), case.label

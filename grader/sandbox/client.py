@@ -228,6 +228,7 @@ class Sandbox:
         extra_env: dict[str, str] | None = None,
         zygote: "Zygote | None" = None,
         compile_cache: Path | None = None,
+        course_cache: Path | None = None,
         probes: str = "all",
         disk_mb: int | None = None,
         private_fs: bool = True,
@@ -245,6 +246,8 @@ class Sandbox:
         self.extra_env = dict(extra_env or {})
         self.zygote = zygote  # forks the worker from a process that imported JAX already
         self.compile_cache = compile_cache  # a folder for JAX's persistent cache, or None (off)
+        #: a compile cache shared by the gradings of the course's own files (``grader.cache.course_cache``)
+        self.course_cache = course_cache
         self.probes = probes  # which probe modules the worker imports (grader.sandbox.context.preload_probes)
         self.disk_mb = disk_mb or disk.SANDBOX_DISK_MB  # what the sandbox may write in all (grader.sandbox.disk)
         self.private_fs = private_fs  # as root, a tmpfs of that size over its folder (else the watchdog alone)
@@ -357,7 +360,9 @@ class Sandbox:
         # the worker's first compiles, as root, would leave files that user cannot lock.
         cache = (str(self.compile_cache) if self.compile_cache is not None and module_path is not None
                  and self.user is None else None)
-        env.update(jaxcompat.compile_cache_env(cache))
+        if self.course_cache is not None and self.jax:  # every worker, any user: no learner's file is graded
+            cache = str(self.course_cache)
+        env.update(jaxcompat.compile_cache_env(cache, -1 if self.course_cache is not None else 64 << 20))
         if cache:
             env["GRADER_WRITABLE"] = cache
         env.update(self.extra_env)

@@ -355,6 +355,10 @@ def serve(chan: _Channel) -> None:
         from grader.sandbox.meter import Meter
 
         _context.preload_probes(os.environ.get("GRADER_PROBES", "all"))  # forked: what the zygote left out
+        if os.environ.get("JAX_ENABLE_COMPILATION_CACHE") == "true":
+            from grader import jaxcompat
+
+            jaxcompat.atomic_compile_cache_writes()  # before the first compile (the meter's sentinel)
         meter = Meter(sandbox_dir)  # starts JAX's backend and plants its sentinels, before any learner code
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)  # "where was it?" on a timeout
     root = bool(os.environ.get("GRADER_SANDBOX_UID"))
