@@ -10,8 +10,9 @@ The same gradings prove that the failures really carry a diagnosis of their own 
 manifest's fallback line), and that the instructor's private text still has the detail.
 
 All exercises of one round are graded in one ``runner.grade`` call, so their sandboxes
-start together, and the three rounds run side by side (like ``grade verify``): a few
-fixtures per exercise, in about the time of one grading per core.
+start together, and the three rounds run side by side (like ``grade verify``, sharing one
+compile cache as its gradings do: ``grader.cache.course_cache``): a few fixtures per
+exercise, in about the time of one grading per core.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from grader import render, runner
+from grader import cache, render, runner
 from grader.course import verify
 from grader.coverage import check_rng
 from grader.manifest import load
@@ -167,11 +168,12 @@ def snapshot(number, fixture):
     return from_source(str(folder / ex.module_file), ex.module_file, source.encode("utf-8"))
 
 
-def grade_round(plan):
+def grade_round(plan, compile_cache):
     """Runs in a worker process: one grading of one fixture per exercise."""
     zygote = verify._ZYGOTE if verify._ZYGOTE is not None and verify._ZYGOTE.alive else None
     return runner.grade(MANIFEST, sorted(plan), course_root=REPO, hidden_root=REPO / "solutions",
-                        snapshots={n: snapshot(n, f) for n, f in plan.items()}, seed=SEED, zygote=zygote)
+                        snapshots={n: snapshot(n, f) for n, f in plan.items()}, seed=SEED, zygote=zygote,
+                        course_cache=Path(compile_cache))
 
 
 @pytest.fixture(scope="module")
@@ -179,9 +181,9 @@ def rounds():
     """Every round graded, spread over the cores: [(plan, RunResult)]."""
     ctx = multiprocessing.get_context("spawn")
     # as `grade verify` does: the sandboxes fork from one JAX import per pool process (its zygote)
-    with cf.ProcessPoolExecutor(max_workers=min(len(ROUNDS), os.cpu_count() or 1), mp_context=ctx,
-                                initializer=verify._start_zygote) as pool:
-        return list(zip(ROUNDS, pool.map(grade_round, ROUNDS)))
+    with cache.course_cache() as folder, cf.ProcessPoolExecutor(
+            max_workers=min(len(ROUNDS), os.cpu_count() or 1), mp_context=ctx, initializer=verify._start_zygote) as pool:
+        return list(zip(ROUNDS, pool.map(grade_round, ROUNDS, [str(folder)] * len(ROUNDS))))
 
 
 @pytest.fixture(params=range(len(ROUNDS)), ids=lambda i: f"round{i + 1}")
