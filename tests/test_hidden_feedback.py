@@ -17,12 +17,10 @@ exercise, in about the time of one grading per core.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import dataclasses
 import importlib.util
 import io
 import json
-import multiprocessing
 import os
 from pathlib import Path
 
@@ -30,7 +28,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from grader import cache, render, runner
+from grader import render
 from grader.course import verify
 from grader.coverage import check_rng
 from grader.manifest import load
@@ -168,22 +166,18 @@ def snapshot(number, fixture):
     return from_source(str(folder / ex.module_file), ex.module_file, source.encode("utf-8"))
 
 
-def grade_round(plan, compile_cache):
-    """Runs in a worker process: one grading of one fixture per exercise."""
-    zygote = verify._ZYGOTE if verify._ZYGOTE is not None and verify._ZYGOTE.alive else None
-    return runner.grade(MANIFEST, sorted(plan), course_root=REPO, hidden_root=REPO / "solutions",
-                        snapshots={n: snapshot(n, f) for n, f in plan.items()}, seed=SEED, zygote=zygote,
-                        course_cache=Path(compile_cache))
+def grade_round(plan):
+    """Runs in a grading-pool process: one grading of one fixture per exercise."""
+    return verify.grade_course_file(MANIFEST, sorted(plan), course_root=REPO, hidden_root=REPO / "solutions",
+                                    snapshots={n: snapshot(n, f) for n, f in plan.items()}, seed=SEED)
 
 
 @pytest.fixture(scope="module")
 def rounds():
     """Every round graded, spread over the cores: [(plan, RunResult)]."""
-    ctx = multiprocessing.get_context("spawn")
-    # as `grade verify` does: the sandboxes fork from one JAX import per pool process (its zygote)
-    with cache.course_cache() as folder, cf.ProcessPoolExecutor(
-            max_workers=min(len(ROUNDS), os.cpu_count() or 1), mp_context=ctx, initializer=verify._start_zygote) as pool:
-        return list(zip(ROUNDS, pool.map(grade_round, ROUNDS, [str(folder)] * len(ROUNDS))))
+    # as `grade verify` does: sandboxes forked from one JAX import per pool process, one compile cache
+    with verify.grading_pool(min(len(ROUNDS), os.cpu_count() or 1)) as pool:
+        return list(zip(ROUNDS, pool.map(grade_round, ROUNDS)))
 
 
 @pytest.fixture(params=range(len(ROUNDS)), ids=lambda i: f"round{i + 1}")

@@ -7,23 +7,20 @@ answers typed in or computed; for 7-12 (written from the statements alone) other
 layouts, losses, optax/equinox routes, HLO parsers, timers and remat layouts.
 
 Exercises 1, 5 and 6 (three idioms or more each) are graded at every seed ``grade verify
---seeds 3`` uses, with one ``runner.grade`` call grading one idiom of each at once.  The later exercises are heavier (optax, equinox, several compiles
-per check), so each of their idioms is graded once, alone, at one of those seeds, the
+--seeds 3`` uses, with one grading call grading one idiom of each at once.  The later
+exercises are heavier (optax, equinox, several compiles per check), so each of their idioms is graded once, alone, at one of those seeds, the
 seeds taken in turn; they were also graded at all three when they were written.  Every
-grading must give full marks.  They share one compile cache, as ``grade verify``'s gradings
-do (``grader.cache.course_cache``): every file here is the course's own and honest.
+grading must give full marks.  They run in ``grade verify``'s grading pool and share its compile
+cache (``grader.cache.course_cache``): every file here is the course's own and honest.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-import multiprocessing
 import os
 from pathlib import Path
 
 import pytest
 
-from grader import cache, runner
 from grader.course import verify
 from grader.course.verify import verify_seeds
 from grader.manifest import load
@@ -43,13 +40,12 @@ def idiom_files(numbers=None):
     return {n: files for n, files in found.items() if files and (numbers is None or n in numbers)}
 
 
-def _grade(group: dict[int, str], seed: int, compile_cache: str) -> list[tuple[int, str, int, int, int, list[str]]]:
+def _grade(group: dict[int, str], seed: int) -> list[tuple[int, str, int, int, int, list[str]]]:
     """Runs in a worker process: one grading of one idiom per exercise."""
     manifest = load(MANIFEST_PATH)
     snapshots = {n: from_source(path, manifest.get(n).module_file, Path(path).read_bytes()) for n, path in group.items()}
-    zygote = verify._ZYGOTE if verify._ZYGOTE is not None and verify._ZYGOTE.alive else None
-    run = runner.grade(manifest, sorted(group), course_root=REPO, hidden_root=REPO / "solutions",
-                       snapshots=snapshots, seed=seed, zygote=zygote, course_cache=Path(compile_cache))
+    run = verify.grade_course_file(manifest, sorted(group), course_root=REPO, hidden_root=REPO / "solutions",
+                                   snapshots=snapshots, seed=seed)
     return [(ex.number, group[ex.number], ex.seed, ex.score, ex.max_score,
              [f"{c.name}: {c.status}: {c.message}" + (f" [private: {(c.private or '')[-800:]}]" if c.status == "error" else "")
               for c in ex.checks if not c.passed] + ([ex.error] if ex.error else []))
@@ -65,11 +61,9 @@ def outcomes():
     # the later exercises: each idiom alone, at one seed, the seeds taken in turn
     later = [(n, path) for n, paths in idiom_files().items() if n not in EXERCISES for path in paths]
     jobs += [({n: str(path)}, SEEDS[i % len(SEEDS)]) for i, (n, path) in enumerate(later)]
-    ctx = multiprocessing.get_context("spawn")
     # as `grade verify` does: one JAX import per pool process (its zygote), not one per grading
-    with cache.course_cache() as folder, cf.ProcessPoolExecutor(
-            max_workers=min(len(jobs), os.cpu_count() or 1), mp_context=ctx, initializer=verify._start_zygote) as pool:
-        return [row for rows in pool.map(_grade, *zip(*jobs), [str(folder)] * len(jobs)) for row in rows]
+    with verify.grading_pool(min(len(jobs), os.cpu_count() or 1)) as pool:
+        return [row for rows in pool.map(_grade, *zip(*jobs)) for row in rows]
 
 
 def test_idioms_cover_the_exercises_they_claim():

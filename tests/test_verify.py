@@ -137,6 +137,7 @@ def test_cheats_get_no_shared_compile_cache(course, monkeypatch):
         raise RuntimeError("stop here")
 
     monkeypatch.setattr(runner, "grade", fake_grade)
+    monkeypatch.setattr(verify, "_COURSE_CACHE", "/nonexistent/cache")  # as a grading pool's process has it
     add_fixture(course, "triples", 'base = "solution"\nkind = "wrong"\nmust_fail = ["doubles"]\n',
                 "def double(x):\n    return 3 * x\n")
     add_fixture(course, "exits", 'base = "stub"\nkind = "cheat"\n', "import os\nos._exit(0)\n")
@@ -145,5 +146,5 @@ def test_cheats_get_no_shared_compile_cache(course, monkeypatch):
     assert {"zero", "full", "must_fail"} <= {c.expect for c in cases}
     for case in cases:
         with pytest.raises(RuntimeError):
-            verify._run_case(manifest, str(course), case, "/nonexistent/cache")
+            verify._run_case(manifest, str(course), case)
         assert (seen["cache"] is None) == (case.expect == "zero"), case.label

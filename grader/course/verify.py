@@ -226,38 +226,61 @@ def _at(i: int, seed: int) -> str:
     return "" if i == 0 else f"@seed={seed}"
 
 
-_ZYGOTE = None  # one per verify worker process: every case's sandboxes fork from it
+_ZYGOTE = None  # one per grading-pool process: every case's sandboxes fork from it
+_COURSE_CACHE: str | None = None  # the pool's shared compile cache (grader.cache.course_cache), or None
 
 
-def _start_zygote() -> None:
-    """Pool initializer: import JAX once in this worker process's zygote."""
+def _start_zygote(compile_cache: str | None = None) -> None:
+    """Pool initializer: import JAX once in this worker process's zygote; remember the pool's
+    compile cache."""
     import atexit
     import signal
 
     from grader.sandbox.client import Zygote
 
-    global _ZYGOTE
+    global _ZYGOTE, _COURSE_CACHE
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt means
+    _COURSE_CACHE = compile_cache
     _ZYGOTE = Zygote().start()
     atexit.register(_ZYGOTE.close)
 
 
-def _run_case(manifest_path: str, course: str, case: Case, compile_cache: str | None = None) -> Outcome:
-    """Runs in a worker process.  ``compile_cache``: the run's shared compile cache
-    (``grader.cache.course_cache``), never given to a cheat."""
+@contextlib.contextmanager
+def grading_pool(jobs: int):
+    """Processes that grade the course's own files (``grade verify``, the test suite's course
+    gradings) with ``grade_course_file``: each forks its sandboxes from a zygote of its own,
+    and all of them share one compile cache (``grader.cache.course_cache``; off with
+    ``GRADER_NO_CACHE=1``)."""
+    shared = cache.course_cache() if os.environ.get("GRADER_NO_CACHE") != "1" else contextlib.nullcontext()
+    with shared as folder, cf.ProcessPoolExecutor(
+            max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_start_zygote,
+            initargs=(str(folder) if folder else None,)) as pool:
+        yield pool
+
+
+def grade_course_file(manifest: Manifest, numbers: list[int], *, cheat: bool = False, **kwargs):
+    """In a ``grading_pool`` process: ``runner.grade`` with this process's zygote and the pool's
+    compile cache -- never for a cheat (a folder every sandbox user writes is a channel between
+    gradings: harmless only when each graded file is the course's own and honest)."""
     from grader import runner
+
+    zygote = _ZYGOTE if _ZYGOTE is not None and _ZYGOTE.alive else None
+    shared = Path(_COURSE_CACHE) if _COURSE_CACHE and not cheat else None
+    return runner.grade(manifest, numbers, zygote=zygote, course_cache=shared, **kwargs)
+
+
+def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
+    """Runs in a grading-pool process."""
     from grader.manifest import load
     from grader.sandbox import memo
 
     t0 = time.monotonic()
     manifest = load(Path(manifest_path))
     course_root = Path(course)
-    zygote = _ZYGOTE if _ZYGOTE is not None and _ZYGOTE.alive else None
-    run = runner.grade(manifest, [case.number], course_root=course_root, hidden_root=course_root / "solutions",
-                       snapshots={case.number: case.snapshot}, seed=case.seed, zygote=zygote,
-                       only={case.number: case.only} if case.only is not None else None,
-                       first_failure=case.expect == "public_fails",
-                       course_cache=Path(compile_cache) if compile_cache and case.expect != "zero" else None)
+    run = grade_course_file(manifest, [case.number], cheat=case.expect == "zero", course_root=course_root,
+                            hidden_root=course_root / "solutions", snapshots={case.number: case.snapshot},
+                            seed=case.seed, only={case.number: case.only} if case.only is not None else None,
+                            first_failure=case.expect == "public_fails")
     ex = run.exercises[0]
     problem = audit = ""
     if memo.audit_mismatches:  # GRADER_MEMO_AUDIT=1: a remembered answer the live worker did not give
@@ -312,12 +335,8 @@ def verify(manifest: Manifest, course: Path, *, numbers: list[int] | None = None
         cases += c
         problems += p
     outcomes: list[Outcome] = []
-    ctx = multiprocessing.get_context("spawn")
-    shared = cache.course_cache() if os.environ.get("GRADER_NO_CACHE") != "1" else contextlib.nullcontext()
-    with shared as folder, cf.ProcessPoolExecutor(max_workers=jobs or os.cpu_count() or 1, mp_context=ctx,
-                                                  initializer=_start_zygote) as pool:
-        futures = {pool.submit(_run_case, str(manifest.path), str(course), c, folder and str(folder)): c
-                   for c in cases}
+    with grading_pool(jobs or os.cpu_count() or 1) as pool:
+        futures = {pool.submit(_run_case, str(manifest.path), str(course), c): c for c in cases}
         for fut in cf.as_completed(futures):
             case = futures[fut]
             try:

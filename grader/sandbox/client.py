@@ -362,7 +362,9 @@ class Sandbox:
                  and self.user is None else None)
         if self.course_cache is not None and self.jax:  # every worker, any user: no learner's file is graded
             cache = str(self.course_cache)
-        env.update(jaxcompat.compile_cache_env(cache, -1 if self.course_cache is not None else 64 << 20))
+            env.update(jaxcompat.compile_cache_env(cache, max_bytes=-1))  # no cap: no lock file one user holds
+        else:
+            env.update(jaxcompat.compile_cache_env(cache))
         if cache:
             env["GRADER_WRITABLE"] = cache
         env.update(self.extra_env)
