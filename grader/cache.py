@@ -113,7 +113,8 @@ def clear() -> tuple[int, int]:
 @contextlib.contextmanager
 def course_cache():
     """A compile cache shared by the gradings of the course's own files, for as long as
-    the block runs, then removed (``grade verify``, the test suite's right-file gradings).
+    the block runs, then removed (``grade verify``, the test suite's right-file gradings and
+    its ``grade compare`` classes).
 
     Every worker of those gradings -- the graded file's sandboxes, the reference solution's,
     the clean worker -- reads and writes it, so a program that one fixture, idiom or

@@ -377,6 +377,43 @@ def test_every_spec_measures_the_reference_and_sees_the_stub():
             assert any("not_implemented" in s for s in states), (number, states)
 
 
+_TIMING_FACTS = frozenset({"seconds", "wall_s"})
+
+
+def _without_timings(value):
+    """A fingerprint's measurements with the clock readings left out (everything else compared)."""
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items() if k not in _TIMING_FACTS}
+    if isinstance(value, (list, tuple)):
+        return [_without_timings(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    return value
+
+
+def test_the_course_cache_changes_no_fingerprint():
+    """The test suite's classes are measured through one compile cache (the course's own files):
+    exercise 7's solution -- the spec with the most compiles -- measures the same, compile counts
+    included, without it, with it empty, and with it holding every program already."""
+    from grader import cache
+    from grader.compare import fingerprint
+
+    manifest = load(REPO / "exercises" / "manifest.toml")
+    ex = manifest.get(7)
+    spec = specs.spec_for(ex.slug)
+    path = REPO / "solutions" / ex.dir / ex.module_file
+    alone = fingerprint.measure(ex, spec, path)
+    with cache.course_cache() as shared:
+        cold = fingerprint.measure(ex, spec, path, course_cache=shared)
+        written = sum(1 for f in shared.rglob("*") if f.is_file())
+        warm = fingerprint.measure(ex, spec, path, course_cache=shared)
+    assert written > 0  # the first measurement filled the cache the second one read
+    assert _without_timings(cold["measurements"]) == _without_timings(alone["measurements"])
+    assert _without_timings(warm["measurements"]) == _without_timings(alone["measurements"])
+    compiles = [e["facts"].get("compiles") for e in warm["measurements"] if "facts" in e]
+    assert any(isinstance(n, int) and n > 0 for n in compiles), compiles
+
+
 # --- the pieces ---------------------------------------------------------------------------------
 
 def test_canonical_jaxpr_ignores_names_and_buckets_literals():

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from grader import cache
 from grader.compare import features, specs, strategy, workers
 from grader.manifest import load
 
@@ -52,7 +53,8 @@ def _labels(name: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory) -> dict[str, dict[str, dict]]:
-    """Every file of every class measured in its own sandbox (fingerprints only)."""
+    """Every file of every class measured in its own sandbox (fingerprints only), all sharing one
+    compile cache: they are the course's own test files (``grader.cache.course_cache``)."""
     manifest = load(REPO / "exercises" / "manifest.toml")
     root = tmp_path_factory.mktemp("strategy-classes")
     tasks, where = [], []
@@ -66,9 +68,11 @@ def measured(tmp_path_factory) -> dict[str, dict[str, dict]]:
             tasks.append(workers.Task(len(tasks), ex.number, str(folder), str(target), False, True))
             where.append((name, file))
     out: dict[str, dict[str, dict]] = defaultdict(dict)
-    for done in workers.run_all(tasks, jobs=2, manifest_path=manifest.path, course=REPO, hidden=None):
-        name, file = where[done["index"]]
-        out[name][file] = done.get("fingerprint") or {"error": done.get("error", "?"), "measurements": []}
+    with cache.course_cache() as shared:
+        for done in workers.run_all(tasks, jobs=2, manifest_path=manifest.path, course=REPO, hidden=None,
+                                    course_cache=shared):
+            name, file = where[done["index"]]
+            out[name][file] = done.get("fingerprint") or {"error": done.get("error", "?"), "measurements": []}
     return out
 
 

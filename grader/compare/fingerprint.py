@@ -36,8 +36,10 @@ def _shape_primitives(primitives: dict[str, int]) -> list[str]:
     return [p for base in SHAPE_PRIMITIVES for p in sorted(primitives) if p.rstrip("0123456789") == base]
 
 
-def measure(ex: Exercise, spec: ExerciseSpec, module_path: Path, zygote: Any = None) -> dict[str, Any]:
-    """Every measurement of ``spec`` on the learner file ``module_path``, in one sandbox."""
+def measure(ex: Exercise, spec: ExerciseSpec, module_path: Path, zygote: Any = None, *,
+            course_cache: Path | None = None) -> dict[str, Any]:
+    """Every measurement of ``spec`` on the learner file ``module_path``, in one sandbox
+    (``course_cache``: the course's own files only, as in ``grader.compare.workers.run_all``)."""
     from grader.sandbox.client import Sandbox, SubmissionError
 
     t0 = time.monotonic()
@@ -45,7 +47,7 @@ def measure(ex: Exercise, spec: ExerciseSpec, module_path: Path, zygote: Any = N
     kwargs = dict(timeout_s=ex.timeout_s, memory_mb=ex.memory_mb, cpu_devices=ex.cpu_devices)
     if zygote is not None:
         kwargs["zygote"] = zygote
-    sandbox = Sandbox(module_path, **kwargs)
+    sandbox = Sandbox(module_path, course_cache=course_cache, **kwargs)
     try:
         sandbox.start()
         for m, payload in zip(spec.measurements, spec.payloads()):

@@ -43,6 +43,9 @@ class Options:
     jobs: int = 0  # 0: one per core
     instructor: bool = False
     progress: Progress | None = None
+    #: a compile cache shared by every sandbox (``grader.cache.course_cache``): for a class made
+    #: of the course's own files only (the test suite's); ``grade compare`` never sets it
+    course_cache: Path | None = None
 
 
 @dataclasses.dataclass
@@ -229,7 +232,7 @@ def _execute(work: _Work, sink: _Sink, opts: Options, manifest: Manifest) -> dic
     if opts.progress:
         opts.progress(0, total)
     finished = workers.run_all(work.tasks, jobs=opts.jobs or os.cpu_count() or 1, manifest_path=manifest.path,
-                               course=opts.course, hidden=hidden)
+                               course=opts.course, hidden=hidden, course_cache=opts.course_cache)
     for done, out in enumerate(finished, start=1):
         task = work.tasks[out["index"]]
         h = work.by_index[out["index"]]

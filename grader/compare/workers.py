@@ -31,8 +31,9 @@ class Task:
     fingerprint: bool
 
 
-def _init(manifest_path: str, course: str, hidden: str) -> None:
-    """In each worker process: the manifest, and a zygote for its sandboxes."""
+def _init(manifest_path: str, course: str, hidden: str, course_cache: str = "") -> None:
+    """In each worker process: the manifest, a zygote for its sandboxes, and the compile cache
+    shared by the course's own files when the caller measures only those (``run_all``)."""
     import multiprocessing.util
 
     from grader.manifest import load
@@ -41,7 +42,7 @@ def _init(manifest_path: str, course: str, hidden: str) -> None:
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")  # the workers are the parallelism
     _STATE.update(manifest=load(Path(manifest_path)), course=Path(course), hidden=Path(hidden) if hidden else None,
-                  zygote=None)
+                  zygote=None, course_cache=Path(course_cache) if course_cache else None)
     if os.environ.get("GRADER_NO_ZYGOTE") != "1":
         try:
             from grader.sandbox.client import Zygote
@@ -57,7 +58,7 @@ def _grade(task: Task) -> dict[str, Any]:
 
     manifest = _STATE["manifest"]
     kwargs = dict(course_root=_STATE["course"], submission_root=Path(task.root), hidden_root=_STATE["hidden"],
-                  seed=None)
+                  seed=None, course_cache=_STATE["course_cache"])
     if _STATE["zygote"] is not None and "zygote" in inspect.signature(runner.grade).parameters:
         kwargs["zygote"] = _STATE["zygote"]
     run = runner.grade(manifest, [task.exercise], **kwargs)
@@ -75,7 +76,7 @@ def _measure(task: Task) -> dict[str, Any]:
     spec = spec_for(ex.slug)
     if spec is None:
         raise RuntimeError(f"exercise {ex.number} has no fingerprint spec")
-    return fingerprint.measure(ex, spec, Path(task.module_path), _STATE["zygote"])
+    return fingerprint.measure(ex, spec, Path(task.module_path), _STATE["zygote"], course_cache=_STATE["course_cache"])
 
 
 def run_task(task: Task) -> dict[str, Any]:
@@ -92,14 +93,20 @@ def run_task(task: Task) -> dict[str, Any]:
 
 
 def run_all(tasks: list[Task], *, jobs: int, manifest_path: Path, course: Path, hidden: Path | None,
-            on_done: Callable[[dict[str, Any]], None] | None = None) -> Iterator[dict[str, Any]]:
-    """Run ``tasks`` over ``jobs`` processes; yields each task's outcome as it finishes."""
+            on_done: Callable[[dict[str, Any]], None] | None = None,
+            course_cache: Path | None = None) -> Iterator[dict[str, Any]]:
+    """Run ``tasks`` over ``jobs`` processes; yields each task's outcome as it finishes.
+
+    ``course_cache`` (``grader.cache.course_cache``) is a compile cache every sandbox shares:
+    only when every file is the course's own and honest -- the test suite's classes of
+    solutions and known-wrong files -- never for a learner's (``grade compare`` passes none)."""
     if not tasks:
         return
     ctx = multiprocessing.get_context("spawn")  # the caller may run threads (progress bars)
     workers = max(1, min(jobs, len(tasks)))
     with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init,
-                                initargs=(str(manifest_path), str(course), str(hidden or ""))) as pool:
+                                initargs=(str(manifest_path), str(course), str(hidden or ""),
+                                          str(course_cache or ""))) as pool:
         futures = [pool.submit(run_task, t) for t in tasks]
         try:
             for future in cf.as_completed(futures):

@@ -164,7 +164,10 @@ def forks_with(layout: ClassLayout, number: int, variant: str) -> list[str]:
 def analyse_class(base: Path, numbers: tuple[int, ...] = (3, 5, 6), jobs: int = 2):
     """The class under ``base`` compared for each exercise, cached in ``base/class.sqlite``:
     the first call grades and measures every distinct file once, later calls (another test
-    module of the same session) read the cache.  Returns (layout, gradebook, {number: Analysis})."""
+    module of the same session) read the cache.  Every file is the course's own (no cheat among
+    them), so their sandboxes share one compile cache (``grader.cache.course_cache``).  Returns
+    (layout, gradebook, {number: Analysis})."""
+    from grader import cache
     from grader.compare import run
     from grader.manifest import load
 
@@ -172,7 +175,9 @@ def analyse_class(base: Path, numbers: tuple[int, ...] = (3, 5, 6), jobs: int = 
     gradebook = base / "class.sqlite"
     manifest = load(REPO / "exercises" / "manifest.toml")
     analyses = {}
-    for n in numbers:
-        opts = run.Options(n, [str(p) for p in layout.forks.values()], REPO, gradebook=gradebook, jobs=jobs)
-        analyses[n] = run.analyse(opts, manifest)
+    with cache.course_cache() as shared:
+        for n in numbers:
+            opts = run.Options(n, [str(p) for p in layout.forks.values()], REPO, gradebook=gradebook, jobs=jobs,
+                               course_cache=shared)
+            analyses[n] = run.analyse(opts, manifest)
     return layout, gradebook, analyses
