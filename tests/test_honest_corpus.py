@@ -14,8 +14,9 @@ integrity verdict would zero: compile counts, jaxpr and HLO measurements in the 
 process) with what they require -- ``SELECTED``.  An accusation is recorded for the whole
 sandbox, whichever check was running, so these catch it as well as a full grading would.
 
-Group testing: each exercise is graded once with *every* idiom at once (19 gradings, in a
-pool of two processes, each with its own zygote: about 45 CPU-seconds).  Only when an
+Group testing: each exercise is graded once with *every* idiom at once (19 gradings, in
+``grade verify``'s grading pool of two processes, each with its own zygote, sharing its compile
+cache: every variant is the course's own honest code).  Only when an
 exercise loses something is it graded again with the idioms spread over ``BUNDLES``
 variants, so the failure names the idiom that caused it.  The pass path proves the same
 claim as grading every bundle (each solution meets every idiom, at import and in the graded
@@ -24,8 +25,6 @@ calls) in a ninth of the gradings.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-import multiprocessing
 import os
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from pathlib import Path
 import pytest
 
 import honest_corpus as hc
+from grader.course import verify
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLES = 9
@@ -59,22 +59,9 @@ SELECTED = {
     19: ("softmax_kernel_layout",),
 }
 
-_STATE: dict = {}
-
-
-def _start_worker() -> None:
-    from multiprocessing.util import Finalize
-
-    from grader.sandbox.client import Zygote
-
-    _STATE["zygote"] = Zygote().start()
-    Finalize(None, _STATE["zygote"].close, exitpriority=10)  # pool workers leave through os._exit
-
-
 def _grade(numbers: list[int], idioms_of: tuple[int, int]) -> list[tuple]:
-    """Runs in a pool process: the exercises ``numbers``, each with bundle ``idioms_of[0]`` of
-    ``hc.bundles(idioms_of[1])`` (``(0, 1)``: every idiom), graded in one ``runner.grade`` call."""
-    from grader import runner
+    """Runs in a grading-pool process: the exercises ``numbers``, each with bundle ``idioms_of[0]``
+    of ``hc.bundles(idioms_of[1])`` (``(0, 1)``: every idiom), graded in one ``runner.grade`` call."""
     from grader.manifest import load
     from grader.submission import from_source
 
@@ -89,9 +76,8 @@ def _grade(numbers: list[int], idioms_of: tuple[int, int]) -> list[tuple]:
         snapshots[ex.number] = from_source(str(REPO / "honest" / f"bundle{index}of{of}" / ex.dir / ex.file), ex.file,
                                            text.encode(), {k: v.encode() for k, v in files.items()})
     t0 = time.monotonic()
-    run = runner.grade(manifest, sorted(snapshots), course_root=REPO, hidden_root=REPO / "solutions",
-                       snapshots=snapshots, zygote=_STATE.get("zygote"),
-                       only={n: list(SELECTED[n]) for n in snapshots})
+    run = verify.grade_course_file(manifest, sorted(snapshots), course_root=REPO, hidden_root=REPO / "solutions",
+                                   snapshots=snapshots, only={n: list(SELECTED[n]) for n in snapshots})
     names = ", ".join(i.name for i in idioms)
     return [(ex.number, names, ex.score, ex.max_score, list(ex.integrity),
              [f"{c.name}: {c.status}: {c.message}" for c in ex.checks if c.status not in ("passed", "not_run")],
@@ -107,11 +93,9 @@ def _lost(row) -> bool:
 @pytest.fixture(scope="module")
 def gradings():
     """Every exercise with every idiom; an exercise that lost anything, again bundle by bundle."""
-    ctx = multiprocessing.get_context("spawn")
     t0 = time.monotonic()
     numbers = [ex.number for ex in hc.exercises(REPO)]
-    with cf.ProcessPoolExecutor(max_workers=min(2, os.cpu_count() or 1), mp_context=ctx,
-                                initializer=_start_worker) as pool:
+    with verify.grading_pool(min(2, os.cpu_count() or 1)) as pool:
         halves = [numbers[0::2], numbers[1::2]]
         rows = [row for rows in pool.map(_grade, halves, [(0, 1)] * 2) for row in rows]
         failing = sorted(row[0] for row in rows if _lost(row))
