@@ -301,6 +301,75 @@ def test_7_what_isolation_makes_harmless_is_refused_quietly_and_accuses_no_one(t
     assert sb.refusals[-1].file.endswith("double.py") and sb.refusals[-1].line > 0  # where the learner can look
 
 
+#: A replacement that puts the original back when the grader calls it: the snapshot compared
+#: after the request would find nothing, so the grader's code must never call it
+#: (``grader.sandbox.freeze``).  Either a grader module's global (``generic.ir``) or an
+#: attribute read off a grader module (``ir.jaxpr_summary``) is replaced while ``jaxpr_of``
+#: traces ``double``, by one that forges the summary.
+PUT_BACK = {
+    "module_global": ("generic", "ir"),
+    "module_attribute": ("generic.ir", "jaxpr_summary"),
+}
+_PUT_BACK_SOURCE = """
+import sys, types
+_log = []
+
+def _grader_module(path):
+    todo, found = [object], {{}}
+    while todo:
+        for k in type.__subclasses__(todo.pop()):
+            if id(k) not in found:
+                found[id(k)] = k
+                todo.append(k)
+    klass = [k for k in found.values() if k.__name__ == "Context" and str(k.__module__).startswith("grader.")][0]
+    owner = klass.dispatch.__globals__["_PROBES"]["generic"]
+    for part in path.split(".")[1:]:
+        owner = getattr(owner, part)
+    return owner
+
+def double(x):
+    owner = _grader_module({owner!r})
+    real = getattr(owner, {name!r})
+
+    def put_back():
+        setattr(owner, {name!r}, real)
+        _log.append("called")
+
+    if {name!r} == "ir":
+        class Fake:
+            def __getattr__(self, attr):
+                put_back()
+                return lambda *a, **k: {{"forged": True}}
+        setattr(owner, {name!r}, Fake())
+    else:
+        def fake(*a, **k):
+            put_back()
+            return {{"forged": True}}
+        setattr(owner, {name!r}, fake)
+    _log.append("replaced")
+    return 2 * x
+
+def log():
+    return list(_log)
+"""
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the grader's code is frozen on CPython 3.11 only")
+@pytest.mark.parametrize("case", sorted(PUT_BACK))
+def test_7_a_grader_global_replaced_and_put_back_within_a_request_is_never_called(tmp_path, case):
+    owner, name = PUT_BACK[case]
+    snap = from_source(str(tmp_path / "double.py"), "double.py",
+                       _PUT_BACK_SOURCE.format(owner=owner, name=name).encode())
+    with Sandbox(snap, timeout_s=60) as sb:
+        summary = sb.probe("generic:jaxpr_of", "double", [np.ones(3, np.float32)])
+        log = sb.call("log")
+        integrity = list(sb.integrity)
+    assert log == ["replaced"], log  # the replacement was made, and the grader never called it
+    assert "forged" not in summary and summary, summary  # the probe's own summary of the trace
+    # left in place, the replacement is a lasting change: the snapshot accuses it
+    assert any(f"grader.probes.{owner}.{name}" in str(r) or f"grader.ir.{name}" in str(r) for r in integrity), integrity
+
+
 def test_7_an_accusation_names_its_file_and_line_in_every_report_format(course, tmp_path):
     from rich.console import Console
 

@@ -32,7 +32,10 @@ JAX's own modules are not watched: honest code may monkeypatch JAX, and the prob
 JAX functions they call at import instead.
 
 A change made and undone inside one request (a replacement that puts the original back
-when the grader calls it) leaves nothing to compare; the README's threat model lists it.
+when the grader calls it) leaves nothing to compare: that is why, before the snapshot, the
+worker freezes the grader's code (``grader.sandbox.freeze``: global names and grader-module
+attributes become constants, so the grader never calls such a replacement); what the freeze
+cannot cover (class attributes, container entries) the README's threat model lists.
 
 Everything ``changes`` calls is bound when the snapshot is taken and it calls no method of
 an object the learner could have made: it iterates exact dicts, lists, sets and tuples and
@@ -158,6 +161,14 @@ class _Builder:
         for part in (fn.__defaults__ or (), tuple((fn.__kwdefaults__ or {}).values())):
             for item in part:
                 self.value(f"{label}.<default>", item, depth + 1)
+
+
+def grader_functions(modules: dict) -> list:
+    """Every grader function the snapshot covers (module level, methods, functions held in
+    containers, closures and defaults): what ``grader.sandbox.freeze`` rewrites."""
+    builder = _Builder(modules)
+    builder.build(modules)
+    return [entry[1] for entry in builder.functions]
 
 
 _EMPTY = object()

@@ -332,7 +332,7 @@ def serve(chan: _Channel) -> None:
     import signal
 
     from grader.sandbox import context as _context
-    from grader.sandbox import disk, guard, namespaces, seccomp
+    from grader.sandbox import disk, freeze, guard, namespaces, seccomp
 
     hello = chan.readline()
     if not hello or not hello.startswith(b"HELLO "):
@@ -400,6 +400,9 @@ def serve(chan: _Channel) -> None:
     if no_jax:
         nojax.install()
     seccomp.install()  # before the guard, which refuses ctypes
+    # the grader's global reads become constants: a name rebound in its modules changes nothing
+    # it calls, even when put back before the snapshot below is compared (grader.sandbox.freeze)
+    freeze.freeze(grader_modules, namespaces.grader_functions(grader_modules))
     guard.install(guard_roots, violations, refusals, trusted_codes=(_answer_loop.__code__,), forbidden_code=forbidden)
     # the grader's modules as they are now, compared after every request (their objects stay
     # reachable through the class graph: grader.sandbox.namespaces)
