@@ -34,6 +34,7 @@ import dis
 import opcode
 import sys
 import types
+import typing
 
 SUPPORTED = sys.version_info[:2] == (3, 11)
 
@@ -66,11 +67,36 @@ def _instructions(code: bytes):
     return out
 
 
+#: ``.table``: id(code) -> (code, ``_Parsed``), filled by ``prepare`` before a zygote forks (its
+#: workers share it) and emptied by ``freeze``.  Held in an object the namespace snapshot does
+#: not walk (thousands of entries it would read for nothing).
+_PARSED = types.SimpleNamespace(table={})
+
+
+class _Parsed(typing.NamedTuple):
+    instructions: list  # ``_instructions``
+    targets: frozenset  # byte offsets something jumps to (jumps, exception handlers)
+    globals_read: tuple  # indexes of the LOAD_GLOBAL instructions
+    globals_stored: frozenset  # names assigned or deleted with ``global``
+
+
+def _parsed(code: types.CodeType) -> _Parsed:
+    """What ``freeze`` needs to know of ``code``'s bytecode, parsed once."""
+    entry = _PARSED.table.get(id(code))
+    if entry is not None and entry[0] is code:
+        return entry[1]
+    ins = _instructions(code.co_code)
+    targets = set(dis.findlabels(code.co_code))
+    targets.update(e.target for e in dis._parse_exception_table(code))  # noqa: SLF001 - 3.11's table
+    parsed = _Parsed(ins, frozenset(targets), tuple(k for k, item in enumerate(ins) if item[2] == _LOAD_GLOBAL),
+                     frozenset(code.co_names[arg] for _, _, op, arg in ins if op in _STORES))
+    _PARSED.table[id(code)] = (code, parsed)
+    return parsed
+
+
 def _stored_names(code: types.CodeType, into: set) -> None:
     """Every name ``code`` (and the code nested in it) assigns or deletes with ``global``."""
-    for _, _, op, arg in _instructions(code.co_code):
-        if op in _STORES:
-            into.add(code.co_names[arg])
+    into.update(_parsed(code).globals_stored)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             _stored_names(const, into)
@@ -115,8 +141,7 @@ class _Freezer:
             if isinstance(const, types.CodeType):
                 consts[i] = self.code(const, space, builtins)
         raw = bytearray(code.co_code)
-        ins = _instructions(code.co_code)
-        targets = None
+        ins, targets, sites, _ = _parsed(code)
         added: dict[int, int] = {}
         changed = consts != list(code.co_consts)
 
@@ -126,12 +151,9 @@ class _Freezer:
                 consts.append(value)
             return added[id(value)]
 
-        k = 0
-        while k < len(ins):
-            start, end, op, arg = ins[k]
-            k += 1
-            if op != _LOAD_GLOBAL:
-                continue
+        for site in sites:
+            start, end, _, arg = ins[site]
+            k = site + 1
             name, null = code.co_names[arg >> 1], bool(arg & 1)
             if name in self.keep:
                 continue
@@ -146,8 +168,6 @@ class _Freezer:
             # module's function so -- or LOAD_METHOD, after one without)
             while k < len(ins) and (ins[k][2] == _LOAD_ATTR or (ins[k][2] == _LOAD_METHOD and not null)) \
                     and type(value) is types.ModuleType and id(value) in self.modules:
-                if targets is None:
-                    targets = self._targets(code)
                 nstart, nend, nop, narg = ins[k]
                 attr = code.co_names[narg]
                 if 2 * nstart in targets or attr not in vars(value) or not _constant(vars(value)[attr]):
@@ -172,12 +192,21 @@ class _Freezer:
         self.done[key] = frozen
         return frozen
 
-    @staticmethod
-    def _targets(code: types.CodeType) -> set[int]:
-        """Byte offsets something jumps to (jumps and exception handlers)."""
-        targets = set(dis.findlabels(code.co_code))
-        targets.update(entry.target for entry in dis._parse_exception_table(code))  # noqa: SLF001 - 3.11's table
-        return targets
+
+def _parse_all(code: types.CodeType) -> None:
+    _parsed(code)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _parse_all(const)
+
+
+def prepare(functions) -> None:
+    """Parse the code of ``functions`` (the grader's) now: a zygote does it once, before it
+    forks, for every worker it starts (``grader.sandbox.worker.import_harness``)."""
+    if SUPPORTED:
+        for fn in functions:
+            if type(fn) is types.FunctionType:
+                _parse_all(fn.__code__)
 
 
 def freeze(modules: dict, functions) -> int:
@@ -194,4 +223,5 @@ def freeze(modules: dict, functions) -> int:
         frozen = freezer.code(fn.__code__, fn.__globals__, fn.__builtins__)
         if frozen is not fn.__code__:
             fn.__code__ = frozen
+    _PARSED.table.clear()  # nothing of it is needed again
     return freezer.names

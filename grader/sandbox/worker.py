@@ -324,6 +324,14 @@ def import_harness() -> None:
 
     _context.preload_probes(os.environ.get("GRADER_PROBES", "all"))
     guard.prepare()  # the frame consumers, built once from the live objects (a zygote's workers share them)
+    from grader.sandbox import freeze
+
+    freeze.prepare(namespaces.grader_functions(_grader_modules()))  # the grader's code parsed once, likewise
+
+
+def _grader_modules() -> dict:
+    """The grader's modules loaded in this process, by name."""
+    return {n: m for n, m in sys.modules.items() if n == "grader" or n.startswith("grader.")}
 
 
 def serve(chan: _Channel) -> None:
@@ -395,7 +403,7 @@ def serve(chan: _Channel) -> None:
         logging.getLogger(name).addFilter(lambda record: "persistent" not in str(record.msg).lower())
     violations: list[bytes] = []  # accusations (JSON objects), from the guard
     refusals: list[bytes] = []  # quiet refusals (JSON objects), from the guard
-    grader_modules = {n: m for n, m in sys.modules.items() if n == "grader" or n.startswith("grader.")}
+    grader_modules = _grader_modules()
     _context.seal_grader()
     if no_jax:
         nojax.install()
