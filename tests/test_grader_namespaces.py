@@ -182,3 +182,53 @@ def test_no_probe_keeps_a_container_that_is_not_declared():
              if type(value) in (dict, list, set, bytearray) and not key.startswith("__")}
     assert found - set(ALLOWED_CONTAINERS) == set()
     assert {("grader.exercises.ex05_loops.probes", "_forward")} <= found  # the scan sees what it should
+
+
+_FROZEN_SOURCE = '''
+import sys
+import fakegrader_helper
+TABLE = {"k": 1}
+COUNT = 0
+
+def double(x):
+    return 2 * x
+
+def bump():
+    global COUNT
+    COUNT += 1
+    return COUNT
+
+def reads(x):
+    inner = lambda y: double(y)
+    return inner(x), TABLE["k"], len([x]), fakegrader_helper.triple(x), bump()
+'''
+
+
+@pytest.mark.skipif(not __import__("grader.sandbox.freeze", fromlist=["SUPPORTED"]).SUPPORTED,
+                    reason="the grader's code is frozen on CPython 3.11 only")
+def test_freezing_binds_globals_builtins_containers_and_grader_module_attributes(monkeypatch):
+    """What ``grader.sandbox.freeze`` makes constant (a module function, a nested lambda's
+    global, a dict's binding, a builtin, an attribute of a grader module read off an imported
+    name) no later rebinding changes; a name assigned with ``global`` is still read afresh."""
+    import builtins
+    import sys
+
+    from grader.sandbox import freeze
+
+    helper = types.ModuleType("fakegrader_helper")
+    exec("def triple(x):\n    return 3 * x\n", vars(helper))
+    monkeypatch.setitem(sys.modules, "fakegrader_helper", helper)
+    module = types.ModuleType("fakegrader_main")
+    own_builtins = dict(vars(builtins))  # its own: replacing `len` for the whole process is unsafe
+    vars(module)["__builtins__"] = own_builtins
+    exec(_FROZEN_SOURCE, vars(module))
+    functions = [v for v in vars(module).values() if type(v) is types.FunctionType]
+    assert freeze.freeze({"main": module, "helper": helper}, functions) >= 5
+    space = vars(module)
+    space["double"] = lambda x: -1
+    space["TABLE"] = {"k": -1}
+    vars(helper)["triple"] = lambda x: -1
+    own_builtins["len"] = lambda obj: -1
+    assert module.reads(5) == (10, 1, 1, 15, 1)
+    space["COUNT"] = 100  # `global COUNT`: read afresh
+    assert module.reads(5)[-1] == 101

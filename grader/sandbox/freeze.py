@@ -14,8 +14,8 @@ is folded in too.  From then on nothing the learner rebinds -- in a grader modul
 so the code does exactly what it did.
 
 What is left as it was: names some grader function assigns with ``global`` (read afresh),
-names not bound yet, values that cannot be a constant (unhashable: dicts, lists, arrays --
-containers whose *contents* the snapshot compares), attribute reads on anything but a
+names not bound yet, values that cannot be a constant (unhashable ones other than plain
+dicts, lists and sets: arrays, a dict inside a tuple), attribute reads on anything but a
 grader module (a library module's attributes may be rebound by the library itself, and
 honest code may monkeypatch JAX), and class attributes (``self.x``).  Why this is
 semantics-preserving: a grader module's namespace does not change once the snapshot is
@@ -103,10 +103,12 @@ def _stored_names(code: types.CodeType, into: set) -> None:
 
 
 def _constant(value) -> bool:
-    """Whether ``value`` may stand in a code object's constants: hashable (a code object is
-    compared and hashed by its constants), and not a container whose contents change."""
-    if isinstance(value, (dict, list, set, bytearray)):
-        return False
+    """Whether ``value`` may stand in a code object's constants: a plain container (the name
+    stays bound to the same one; its entries are the snapshot's to compare), or anything
+    hashable -- a code object is compared and hashed by its constants, and an array's ``==``
+    has no truth value."""
+    if type(value) in (dict, list, set):
+        return True
     try:
         hash(value)
     except Exception:  # noqa: BLE001 - unhashable (an array, a dict inside a tuple): left as it is
