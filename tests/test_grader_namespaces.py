@@ -232,3 +232,34 @@ def test_freezing_binds_globals_builtins_containers_and_grader_module_attributes
     assert module.reads(5) == (10, 1, 1, 15, 1)
     space["COUNT"] = 100  # `global COUNT`: read afresh
     assert module.reads(5)[-1] == 101
+
+
+def test_sealed_grader_classes_refuse_every_change_to_their_attributes():
+    """``grader.sandbox.freeze.seal`` makes the grader's classes immutable types: a method (read
+    off the class at every call) cannot be replaced even for a moment, nor an object's class
+    swapped; objects keep their own attributes."""
+    from grader.sandbox import freeze, namespaces
+
+    module = _module("grader.fake_sealed", "class Recorder:\n    def to_plain(self):\n        return 'real'\n\n"
+                                           "    class Inner:\n        pass\n\nrec = Recorder()\n")
+    functions, classes = namespaces.grader_code({"grader.fake_sealed": module})
+    assert set(classes) == {module.Recorder, module.Recorder.Inner}
+    assert module.Recorder.to_plain in functions
+    assert freeze.seal(classes) == 2
+    assert freeze.seal(classes) == 0  # sealed once
+    for cls, attr in ((module.Recorder, "to_plain"), (module.Recorder, "new"), (module.Recorder.Inner, "x")):
+        with pytest.raises(TypeError, match="immutable type"):
+            setattr(cls, attr, lambda self: "forged")
+        with pytest.raises(TypeError, match="immutable type"):
+            type.__setattr__(cls, attr, 1)
+    with pytest.raises(TypeError, match="immutable type"):
+        del module.Recorder.to_plain
+
+    class Fake:
+        def to_plain(self):
+            return "forged"
+
+    with pytest.raises(TypeError, match="mutable types"):
+        module.rec.__class__ = Fake
+    module.rec.note = 1
+    assert module.rec.to_plain() == "real" and module.rec.note == 1

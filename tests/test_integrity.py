@@ -370,6 +370,49 @@ def test_7_a_grader_global_replaced_and_put_back_within_a_request_is_never_calle
     assert any(f"grader.probes.{owner}.{name}" in str(r) or f"grader.ir.{name}" in str(r) for r in integrity), integrity
 
 
+_CLASS_PUT_BACK_SOURCE = """
+_log = []
+
+def _grader_class(name, module):
+    todo, found = [object], {}
+    while todo:
+        for k in type.__subclasses__(todo.pop()):
+            if id(k) not in found:
+                found[id(k)] = k
+                todo.append(k)
+    return [k for k in found.values() if k.__name__ == name and k.__module__ == module][0]
+
+def double(x):
+    klass = _grader_class("CompileRecorder", "grader.compiles")
+    real = klass.to_plain
+
+    def fake(self):
+        klass.to_plain = real  # put back before the snapshot is compared
+        _log.append("called")
+        return {"forged": True}
+
+    try:
+        klass.to_plain = fake
+        _log.append("replaced")
+    except TypeError as exc:
+        _log.append("refused: " + str(exc))
+    return 2 * x
+
+def log():
+    return list(_log)
+"""
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the grader's classes are sealed on CPython 3.11 only")
+def test_7_a_grader_method_cannot_be_replaced_even_for_one_request(tmp_path):
+    snap = from_source(str(tmp_path / "double.py"), "double.py", _CLASS_PUT_BACK_SOURCE.encode())
+    with Sandbox(snap, timeout_s=60) as sb:
+        record = sb.probe("generic:count_compiles", "double", [{"args": [np.ones(3, np.float32)]}])
+        log = sb.call("log")
+    assert len(log) == 1 and log[0].startswith("refused: ") and "immutable type" in log[0], log
+    assert "forged" not in record["compiles"] and record["outputs"], record
+
+
 def test_7_an_accusation_names_its_file_and_line_in_every_report_format(course, tmp_path):
     from rich.console import Console
 

@@ -17,7 +17,8 @@ What is left as it was: names some grader function assigns with ``global`` (read
 names not bound yet, values that cannot be a constant (unhashable ones other than plain
 dicts, lists and sets: arrays, a dict inside a tuple), attribute reads on anything but a
 grader module (a library module's attributes may be rebound by the library itself, and
-honest code may monkeypatch JAX), and class attributes (``self.x``).  Why this is
+honest code may monkeypatch JAX), and class attributes (``self.x``: ``seal`` below makes the
+grader's classes immutable instead).  Why this is
 semantics-preserving: a grader module's namespace does not change once the snapshot is
 taken -- any change is an accusation -- so a name's value at freezing time is its value for
 the worker's whole life.
@@ -209,6 +210,50 @@ def prepare(functions) -> None:
         for fn in functions:
             if type(fn) is types.FunctionType:
                 _parse_all(fn.__code__)
+
+
+_HEAPTYPE, _IMMUTABLETYPE = 1 << 9, 1 << 8  # CPython's Py_TPFLAGS_HEAPTYPE, Py_TPFLAGS_IMMUTABLETYPE
+
+
+def _flags_word():
+    """``type -> its tp_flags word`` as a ctypes view, or ``None`` where the word cannot be found
+    for certain: the offset is the one where every sample type's word equals its ``__flags__``."""
+    import ctypes
+
+    class _Sample:
+        pass
+
+    samples = (_Sample, int, dict, type, types.FunctionType)
+    offsets = [o for o in range(0, 512, ctypes.sizeof(ctypes.c_ulong))
+               if all(ctypes.c_ulong.from_address(id(t) + o).value == t.__flags__ for t in samples)]
+    if len(offsets) != 1:
+        return None
+    offset = offsets[0]
+    return lambda cls: ctypes.c_ulong.from_address(id(cls) + offset)
+
+
+def seal(classes) -> int:
+    """Make each of ``classes`` (the grader's) an immutable type, as CPython's own built-in
+    types are: setting or deleting one of its attributes (``Meter.count = fake``, its methods
+    included) raises ``TypeError``, and so does assigning it to an object's ``__class__``.
+
+    A method is looked up on its class each time it is called (``self.method()``), so without
+    this a learner could replace one and put it back before the snapshot is compared, as with
+    a global before ``freeze``.  Nothing in the grader sets a class attribute once its modules
+    are imported (``tests/test_grader_namespaces.py``).  Run before the guard, which refuses
+    ``ctypes`` to everyone after it.  Returns how many classes were sealed (0: not supported)."""
+    if not SUPPORTED:
+        return 0
+    word = _flags_word()
+    if word is None:
+        return 0
+    sealed = 0
+    for cls in classes:
+        if isinstance(cls, type) and cls.__flags__ & _HEAPTYPE and not cls.__flags__ & _IMMUTABLETYPE:
+            flags = word(cls)
+            flags.value |= _IMMUTABLETYPE
+            sealed += 1
+    return sealed
 
 
 def freeze(modules: dict, functions) -> int:

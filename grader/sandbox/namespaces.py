@@ -34,8 +34,9 @@ JAX functions they call at import instead.
 A change made and undone inside one request (a replacement that puts the original back
 when the grader calls it) leaves nothing to compare: that is why, before the snapshot, the
 worker freezes the grader's code (``grader.sandbox.freeze``: global names and grader-module
-attributes become constants, so the grader never calls such a replacement); what the freeze
-cannot cover (class attributes, container entries) the README's threat model lists.
+attributes become constants, so the grader never calls such a replacement) and seals its
+classes (their attributes can no longer be set); what neither covers (an object's attributes,
+container entries) the README's threat model lists.
 
 Everything ``changes`` calls is bound when the snapshot is taken and it calls no method of
 an object the learner could have made: it iterates exact dicts, lists, sets and tuples and
@@ -68,6 +69,7 @@ class _Builder:
         self.exact: list = []  # (label, namespace, keys, values): same keys, same objects, nothing added
         self.kept: list = []  # (label, container, kind, snapshot): entries kept (additions allowed)
         self.functions: list = []  # (label, function, code, defaults, kwdefaults, cells, cell contents)
+        self.classes: list = []  # every grader class met (what ``grader.sandbox.freeze.seal`` makes immutable)
         self.seen: set = set()
         self.entries = 0
 
@@ -108,6 +110,7 @@ class _Builder:
             return
         if self.grader_class(value):
             self.seen.add(id(value))
+            self.classes.append(value)
             self.namespace(label, vars(value))  # a mappingproxy: read through, never stored
             for key, member in list(vars(value).items()):
                 self.value(f"{label}.{key}", member, depth)
@@ -163,12 +166,13 @@ class _Builder:
                 self.value(f"{label}.<default>", item, depth + 1)
 
 
-def grader_functions(modules: dict) -> list:
-    """Every grader function the snapshot covers (module level, methods, functions held in
-    containers, closures and defaults): what ``grader.sandbox.freeze`` rewrites."""
+def grader_code(modules: dict) -> tuple[list, list]:
+    """``(functions, classes)``: every grader function the snapshot covers (module level,
+    methods, functions held in containers, closures and defaults) and every grader class it
+    meets (nested ones included) -- what ``grader.sandbox.freeze`` rewrites and seals."""
     builder = _Builder(modules)
     builder.build(modules)
-    return [entry[1] for entry in builder.functions]
+    return [entry[1] for entry in builder.functions], builder.classes
 
 
 _EMPTY = object()

@@ -326,7 +326,7 @@ def import_harness() -> None:
     guard.prepare()  # the frame consumers, built once from the live objects (a zygote's workers share them)
     from grader.sandbox import freeze
 
-    freeze.prepare(namespaces.grader_functions(_grader_modules()))  # the grader's code parsed once, likewise
+    freeze.prepare(namespaces.grader_code(_grader_modules())[0])  # the grader's code parsed once, likewise
 
 
 def _grader_modules() -> dict:
@@ -410,7 +410,10 @@ def serve(chan: _Channel) -> None:
     seccomp.install()  # before the guard, which refuses ctypes
     # the grader's global reads become constants: a name rebound in its modules changes nothing
     # it calls, even when put back before the snapshot below is compared (grader.sandbox.freeze)
-    freeze.freeze(grader_modules, namespaces.grader_functions(grader_modules))
+    functions, classes = namespaces.grader_code(grader_modules)
+    freeze.freeze(grader_modules, functions)
+    freeze.seal(classes)  # and a grader class's attributes can no longer be set, even for a moment
+    del functions, classes
     guard.install(guard_roots, violations, refusals, trusted_codes=(_answer_loop.__code__,), forbidden_code=forbidden)
     # the grader's modules as they are now, compared after every request (their objects stay
     # reachable through the class graph: grader.sandbox.namespaces)
