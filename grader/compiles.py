@@ -192,7 +192,7 @@ class CompileRecorder:
             jaxpr = stack.pop()
             for eqn in jaxpr.eqns:
                 saw_equation = True
-                if eqn.primitive.name in OPAQUE_PRIMITIVES:
+                if ir.primitive_name(eqn.primitive) in OPAQUE_PRIMITIVES:
                     return True
                 traceback = getattr(eqn.source_info, "traceback", None)
                 if traceback is not None:

@@ -7,9 +7,33 @@ back.  Version-sensitive spellings come from ``grader.jaxcompat``.
 
 from __future__ import annotations
 
-from collections import Counter
-
 from grader import jaxcompat
+
+#: id(primitive) -> (primitive, its name), for every primitive JAX's modules held before learner
+#: code existed, and those names: bound in a worker by ``grader.sandbox.pins`` (empty elsewhere)
+_PINNED_NAMES: dict = {}
+_PINNED_NAME_SET: frozenset = frozenset()
+
+
+def primitive_name(primitive) -> str:
+    """A primitive's name as JAX gave it, read from the table pinned before learner code (so
+    renaming ``scan_p`` changes nothing); a primitive made later keeps its own name unless it
+    takes one of JAX's, which it then cannot pass for."""
+    entry = _PINNED_NAMES.get(id(primitive))
+    if entry is not None and entry[0] is primitive:
+        return entry[1]
+    name = primitive.name
+    name = name if type(name) is str else "?"
+    return f"{name} (not JAX's own)" if name in _PINNED_NAME_SET else name
+
+
+def tally(items) -> dict:
+    """How many times each item occurs: ``collections.Counter``'s count, with a plain dict
+    (``Counter``'s methods are a library class's, which the learner's code could replace)."""
+    counts: dict = {}
+    for item in items:
+        counts[item] = counts.get(item, 0) + 1
+    return counts
 
 
 def _inner(jaxpr):
@@ -30,7 +54,7 @@ def walk_equations(jaxpr):
 
 def primitive_counts(jaxpr) -> dict[str, int]:
     """How many times each primitive appears, nested sub-jaxprs included."""
-    return dict(Counter(eqn.primitive.name for eqn in walk_equations(jaxpr)))
+    return tally(primitive_name(eqn.primitive) for eqn in walk_equations(jaxpr))
 
 
 def largest_value(jaxpr) -> dict:
@@ -73,7 +97,7 @@ def jaxpr_summary(jaxpr) -> dict:
         "top_level_eqns": len(inner.eqns),
         "total_eqns": sum(1 for _ in walk_equations(jaxpr)),
         "primitives": primitive_counts(jaxpr),
-        "top_level_primitives": [e.primitive.name for e in inner.eqns],
+        "top_level_primitives": [primitive_name(e.primitive) for e in inner.eqns],
         "out_avals": [str(v.aval) for v in inner.outvars],
         "text": str(jaxpr)[:20000],
     }
@@ -85,17 +109,17 @@ def kernel_calls(jaxpr) -> dict:
     ``{"calls": [jaxcompat.pallas_call_facts(...), ...], "outside": {primitive: count}}``:
     ``outside`` counts every equation that is not inside a kernel's body (nested ``jit``,
     ``cond`` or ``scan`` bodies included), so work done around a kernel shows there."""
-    calls, outside = [], Counter()
+    calls, outside = [], {}
     stack = [_inner(jaxpr)]
     while stack:
         for eqn in stack.pop().eqns:
-            name = eqn.primitive.name
+            name = primitive_name(eqn.primitive)
             if name == jaxcompat.PALLAS_CALL_PRIMITIVE:
                 calls.append(jaxcompat.pallas_call_facts(eqn.params))
                 continue  # its body is the kernel: what runs inside it is the kernel's business
-            outside[name] += 1
+            outside[name] = outside.get(name, 0) + 1
             stack.extend(_inner(sub) for sub in jaxcompat.jaxprs_in_params(eqn.params))
-    return {"calls": calls, "outside": dict(outside)}
+    return {"calls": calls, "outside": outside}
 
 
 def entry_computation(hlo_text: str) -> str:
@@ -111,7 +135,7 @@ def entry_computation(hlo_text: str) -> str:
 def collective_counts(hlo_text: str) -> dict[str, int]:
     """Collectives by opcode (``all-reduce``, ``all-gather``, ...) in the ENTRY computation."""
     text = entry_computation(hlo_text)
-    counts = Counter(m.group("op") for m in jaxcompat.COLLECTIVE_RE.finditer(text))
+    counts = tally(m.group("op") for m in jaxcompat.COLLECTIVE_RE.finditer(text))
     return {op: counts.get(op, 0) for op in jaxcompat.COLLECTIVE_OPCODES}
 
 
@@ -138,15 +162,15 @@ def shard_maps(jaxpr) -> list[dict]:
     the work were written *inside* the shard_map."""
     out = []
     for eqn in walk_equations(jaxpr):
-        if eqn.primitive.name != jaxcompat.SHARD_MAP_PRIMITIVE:
+        if primitive_name(eqn.primitive) != jaxcompat.SHARD_MAP_PRIMITIVE:
             continue
         body = eqn.params.get("jaxpr")
         inner = list(walk_equations(body)) if body is not None else []
-        sums = sorted({str(axis) for e in inner if e.primitive.name in jaxcompat.PSUM_PRIMITIVES
+        sums = sorted({str(axis) for e in inner if primitive_name(e.primitive) in jaxcompat.PSUM_PRIMITIVES
                        for axis in _axes(e.params.get("axes")) if isinstance(axis, str)})
         out.append({"check_vma": jaxcompat.shard_map_checks_vma(eqn.params), "in_specs": str(eqn.params.get("in_specs")),
                     "out_specs": str(eqn.params.get("out_specs")), "sums_over": sums,
-                    "primitives": dict(Counter(e.primitive.name for e in inner))})
+                    "primitives": tally(primitive_name(e.primitive) for e in inner)})
     return out
 
 
@@ -157,13 +181,14 @@ def _axes(axes) -> tuple:
 def outside_shard_maps(jaxpr) -> dict[str, int]:
     """How many times each primitive appears *outside* every ``shard_map`` body (nested calls
     included, shard_map bodies skipped): the work a program does in global view."""
-    counts: Counter = Counter()
+    counts: dict = {}
     stack = [_inner(jaxpr)]
     while stack:
         j = stack.pop()
         for eqn in j.eqns:
-            counts[eqn.primitive.name] += 1
-            if eqn.primitive.name == jaxcompat.SHARD_MAP_PRIMITIVE:
+            name = primitive_name(eqn.primitive)
+            counts[name] = counts.get(name, 0) + 1
+            if name == jaxcompat.SHARD_MAP_PRIMITIVE:
                 continue
             for sub in jaxcompat.jaxprs_in_params(eqn.params):
                 stack.append(_inner(sub))

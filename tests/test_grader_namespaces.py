@@ -263,3 +263,22 @@ def test_sealed_grader_classes_refuse_every_change_to_their_attributes():
         module.rec.__class__ = Fake
     module.rec.note = 1
     assert module.rec.to_plain() == "real" and module.rec.note == 1
+
+
+def test_a_primitive_is_named_as_jax_named_it_before_learner_code(monkeypatch):
+    """``grader.ir.primitive_name`` reads the table ``grader.sandbox.pins`` binds: a renamed
+    pinned primitive keeps its name; a later one cannot take a pinned name."""
+    import types as _types
+
+    from jax.extend.core import Primitive
+
+    from grader import ir
+
+    pinned, later, own = Primitive("scan"), Primitive("scan"), Primitive("learners_op")
+    monkeypatch.setattr(ir, "_PINNED_NAMES", _types.MappingProxyType({id(pinned): (pinned, "scan")}))
+    monkeypatch.setattr(ir, "_PINNED_NAME_SET", frozenset({"scan"}))
+    pinned.name = "mapped"
+    assert ir.primitive_name(pinned) == "scan"
+    assert ir.primitive_name(later) == "scan (not JAX's own)"
+    assert ir.primitive_name(own) == "learners_op"
+    assert ir.tally(["a", "b", "a"]) == {"a": 2, "b": 1}

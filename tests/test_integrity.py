@@ -413,6 +413,64 @@ def test_7_a_grader_method_cannot_be_replaced_even_for_one_request(tmp_path):
     assert "forged" not in record["compiles"] and record["outputs"], record
 
 
+_JAX_TAMPER_SOURCE = """
+import collections, sys, types
+import jax
+import jax.extend.core
+import jax.numpy as jnp
+from jax._src.interpreters import pxla
+from jax._src.lax.control_flow import loops
+
+_log = []
+
+def _try(label, change):
+    try:
+        change()
+        _log.append(label + ": done")
+    except TypeError as exc:
+        _log.append(label + ": refused: " + str(exc))
+
+# rename the loop primitive; hide nested jaxprs from a walk that asks jax.extend.core; count
+# nothing called "scan"; make every compiled program report no flops
+_try("rename", lambda: setattr(loops.scan_p, "name", "mapped"))
+_fake = types.ModuleType("jax.extend.core")
+_fake.__dict__.update(vars(jax.extend.core))
+_fake.jaxprs_in_params = lambda params: []
+_try("sys.modules", lambda: sys.modules.__setitem__("jax.extend.core", _fake))
+_update = collections.Counter.update
+_try("Counter", lambda: setattr(collections.Counter, "update",
+                                lambda self, it=None, **kw: _update(self, it if it is None or isinstance(it, dict)
+                                                                    else [x for x in it if x != "scan"], **kw)))
+_try("cost_analysis", lambda: setattr(pxla.MeshExecutable, "cost_analysis", lambda self: {"flops": 0.0}))
+_try("name property", lambda: setattr(type(loops.scan_p), "name", property(lambda self: "mapped")))
+
+def mapped(x):
+    return jax.lax.map(jnp.sin, x)
+
+def log():
+    return list(_log)
+"""
+
+
+def test_7_jaxs_objects_the_probes_read_are_pinned_before_learner_code(tmp_path):
+    """A file that renames JAX's scan primitive, swaps ``jax.extend.core`` for a module whose
+    ``jaxprs_in_params`` hides every nested jaxpr, patches ``collections.Counter`` and JAX's
+    executable class: the probe's summary still shows the loop and its body
+    (``grader.sandbox.pins``), and JAX's measured classes refuse to change."""
+    snap = from_source(str(tmp_path / "mapped.py"), "mapped.py", _JAX_TAMPER_SOURCE.encode())
+    with Sandbox(snap, timeout_s=60) as sb:
+        summary = sb.probe("generic:jaxpr_of", "mapped", [np.ones(3, np.float32)])
+        log = dict(line.split(": ", 1) for line in sb.call("log"))
+        integrity = list(sb.integrity)
+    assert summary["primitives"].get("scan") == 1 and summary["primitives"].get("sin") == 1, summary
+    assert "mapped" not in summary["primitives"], summary
+    assert log["cost_analysis"].startswith("refused") and "immutable type" in log["cost_analysis"], log
+    assert log["name property"].startswith("refused"), log
+    assert log["rename"] == log["sys.modules"] == log["Counter"] == "done", log  # allowed, and harmless
+    # a module JAX had loaded, replaced in sys.modules, is a lasting change of what the grader holds
+    assert all("_sys_modules[jax.extend.core]" in r for r in integrity), integrity
+
+
 def test_7_an_accusation_names_its_file_and_line_in_every_report_format(course, tmp_path):
     from rich.console import Console
 

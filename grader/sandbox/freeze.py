@@ -104,11 +104,12 @@ def _stored_names(code: types.CodeType, into: set) -> None:
 
 
 def _constant(value) -> bool:
-    """Whether ``value`` may stand in a code object's constants: a plain container (the name
+    """Whether ``value`` may stand in a code object's constants: a plain container or a
+    read-only view of one (``grader.sandbox.pins``'s tables; the name
     stays bound to the same one; its entries are the snapshot's to compare), or anything
     hashable -- a code object is compared and hashed by its constants, and an array's ``==``
     has no truth value."""
-    if type(value) in (dict, list, set):
+    if type(value) in (dict, list, set, types.MappingProxyType):
         return True
     try:
         hash(value)

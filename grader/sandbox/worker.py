@@ -340,7 +340,7 @@ def serve(chan: _Channel) -> None:
     import signal
 
     from grader.sandbox import context as _context
-    from grader.sandbox import disk, freeze, guard, namespaces, seccomp
+    from grader.sandbox import disk, freeze, guard, namespaces, pins, seccomp
 
     hello = chan.readline()
     if not hello or not hello.startswith(b"HELLO "):
@@ -410,6 +410,8 @@ def serve(chan: _Channel) -> None:
     seccomp.install()  # before the guard, which refuses ctypes
     # the grader's global reads become constants: a name rebound in its modules changes nothing
     # it calls, even when put back before the snapshot below is compared (grader.sandbox.freeze)
+    if not no_jax:  # JAX's classes and primitive names the probes read: pinned, then frozen in (grader.sandbox.pins)
+        pins.pin(grader_modules)
     functions, classes = namespaces.grader_code(grader_modules)
     freeze.freeze(grader_modules, functions)
     freeze.seal(classes)  # and a grader class's attributes can no longer be set, even for a moment

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import jax
 
-from grader import jaxcompat
+from grader import ir, jaxcompat
 from grader.probes.errors import first_line
 from grader.probes.generic import traced_run
 from grader.sandbox.context import to_jax
@@ -30,7 +30,7 @@ def _copies(jaxpr, param_ids: set, lead: int) -> int:
     inner = getattr(jaxpr, "jaxpr", jaxpr)
     found = 0
     for eqn in inner.eqns:
-        if eqn.primitive.name == "broadcast_in_dim" and id(eqn.invars[0]) in param_ids:
+        if ir.primitive_name(eqn.primitive) == "broadcast_in_dim" and id(eqn.invars[0]) in param_ids:
             operand, out = tuple(eqn.invars[0].aval.shape), tuple(eqn.outvars[0].aval.shape)
             found += out == (lead,) + operand
         for sub in jaxcompat.jaxprs_in_params(eqn.params):

@@ -78,7 +78,7 @@ def loop_structure(ctx, target: str, theta, x, max_steps: int) -> dict:
     if run.jaxpr is not None:
         closed = run.jaxpr
         scans = [int(e.params.get("length", -1)) for e in ir.walk_equations(closed)
-                 if e.primitive.name == SCAN_PRIMITIVE]
+                 if ir.primitive_name(e.primitive) == SCAN_PRIMITIVE]
         out.update(primitives=ir.primitive_counts(closed), total_eqns=sum(1 for _ in ir.walk_equations(closed)),
                    scan_lengths=scans[:100])
     if run.error is not None:

@@ -6,8 +6,6 @@ here, in the trusted process, with the installed JAX)."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -71,7 +69,7 @@ def _two_branches(params):  # a walk that takes a tuple of jaxprs for a cond's (
 
 
 def _walk(closed, *, subs=_every_sub, count_holders=True, dedupe=False):
-    counts, seen, stack = Counter(), set(), [closed.jaxpr]
+    counts, seen, stack = {}, set(), [closed.jaxpr]
     while stack:
         j = stack.pop()
         if dedupe:
@@ -81,9 +79,10 @@ def _walk(closed, *, subs=_every_sub, count_holders=True, dedupe=False):
         for eqn in j.eqns:
             inner = list(subs(eqn.params)) if subs is not None else []
             if count_holders or not any(True for _ in jaxprs_in_params(eqn.params)):
-                counts[eqn.primitive.name] += 1
+                name = ir.primitive_name(eqn.primitive)
+                counts[name] = counts.get(name, 0) + 1
             stack.extend(inner)
-    return dict(counts)
+    return counts
 
 
 MISTAKES = (

@@ -38,7 +38,6 @@ In the clean worker (the truth, no learner code):
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Mapping
 
 import jax
@@ -136,7 +135,7 @@ def truth_stats(ctx, source: str, fn_name: str, arg_specs: list) -> dict:
             "hlo_entry_only": before.opcode_counts(entry_only=True),
             "optimized_whole_module": after.opcode_counts(),
             "optimized_entry_but_fused": _entry_but_fused(after),
-            "optimized_entry_to_root": dict(Counter(i.opcode for i in after.entry().instructions
+            "optimized_entry_to_root": ir.tally((i.opcode for i in after.entry().instructions
                                                     if i.name not in after_root)),
         },
         # not a count: how many instructions the printed ENTRY holds after its ROOT line (a

@@ -40,13 +40,13 @@ In the learner's sandbox:
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
+from grader import ir
 from grader import xla_structure as xs
 
 _jit = jax.jit
@@ -103,13 +103,13 @@ def _with_called(module) -> dict:
     for inst in module.instructions():
         if inst.opcode != "fusion":
             continue
-        counts, stack = Counter(), [inst.called_ids[0]]
+        counts, stack = {}, [inst.called_ids[0]]
         while stack:
             comp = module.computation(stack.pop())
             for i in comp.instructions:
-                counts[i.opcode] += 1
+                counts[i.opcode] = counts.get(i.opcode, 0) + 1
                 stack.extend(i.called_ids)
-        out[inst.name] = dict(counts)
+        out[inst.name] = counts
     return out
 
 
@@ -127,16 +127,16 @@ def compile_module(ctx, source: str, fn_name: str, arg_specs: list, compiler_opt
     return {
         "text": text,
         "fusions": module.fusions(),
-        "unfused": dict(Counter(i.opcode for i in entry.instructions if i.opcode in elementwise)),
+        "unfused": ir.tally((i.opcode for i in entry.instructions if i.opcode in elementwise)),
         "outside_entry": sorted(i.name for c in module.computations if c.id != entry.id
                                 for i in c.instructions if i.opcode == "fusion"),
         "with_called": _with_called(module),
-        "unfused_every_computation": dict(Counter(i.opcode for i in module.instructions()
+        "unfused_every_computation": ir.tally((i.opcode for i in module.instructions()
                                                   if i.opcode in elementwise)),
-        "unfused_outside_fusions": dict(Counter(i.opcode for c in module.computations if c.id not in fused
+        "unfused_outside_fusions": ir.tally((i.opcode for c in module.computations if c.id not in fused
                                                 for i in c.instructions if i.opcode in elementwise)),
         # what a reader that stops at ENTRY's ROOT line finds (for a diagnosis)
-        "unfused_to_root": dict(Counter(i.opcode for i in entry.instructions
+        "unfused_to_root": ir.tally((i.opcode for i in entry.instructions
                                         if i.opcode in elementwise and i.name not in after_root)),
         "after_root": sorted(after_root),
         "all_opcodes": sorted({i.opcode for i in module.instructions()}),

@@ -195,7 +195,7 @@ def _head_in_a_checkpoint(jaxpr, y_vars: set, param_vars: set) -> bool:
     operands map one to one onto its inputs) checkpoints ``y`` together with a parameter."""
     for eqn in jaxpr.eqns:
         ins = [v for v in eqn.invars if not hasattr(v, "val")]  # literals carry nothing
-        if eqn.primitive.name in jaxcompat.REMAT_PRIMITIVES and \
+        if ir.primitive_name(eqn.primitive) in jaxcompat.REMAT_PRIMITIVES and \
                 any(v in y_vars for v in ins) and any(v in param_vars for v in ins):
             return True
         for sub in jaxcompat.jaxprs_in_params(eqn.params):
@@ -245,7 +245,7 @@ def _checkpoints(jaxpr, found: dict) -> dict:
     """How many checkpoint (remat) equations ``jaxpr`` holds, sub-jaxprs included, by policy (as
     text, without object addresses)."""
     for eqn in jaxpr.eqns:
-        if eqn.primitive.name in jaxcompat.REMAT_PRIMITIVES:
+        if ir.primitive_name(eqn.primitive) in jaxcompat.REMAT_PRIMITIVES:
             policy = _ADDRESS.sub("", repr(eqn.params.get("policy")))[:200]
             found[policy] = found.get(policy, 0) + 1
         for sub in jaxcompat.jaxprs_in_params(eqn.params):

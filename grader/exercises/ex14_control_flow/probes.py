@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from grader import jaxcompat
+from grader import ir, jaxcompat
 from grader.probes.errors import first_line_or_unimplemented as _first_line
 from grader.probes.generic import traced_run
 
@@ -71,7 +71,7 @@ def switch_structure(ctx, x) -> dict:
     stack = [_inner(run.jaxpr)] if run.jaxpr is not None else []
     while stack:
         for eqn in stack.pop().eqns:
-            name = eqn.primitive.name
+            name = ir.primitive_name(eqn.primitive)
             if name == "cond":
                 conds.append(len(eqn.params.get("branches", ())))
                 continue  # what a branch does runs only when it is chosen

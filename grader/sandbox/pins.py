@@ -1,0 +1,80 @@
+"""Pin the library objects the grader's measurements read, before learner code exists.
+
+The probes read JAX's objects *after* the learner's code ran in the same process: a jaxpr's
+equations (``Jaxpr.eqns``, ``eqn.primitive``, ``eqn.params``), a primitive's name, a
+compiled program's cost analysis and HLO text (``Compiled.cost_analysis`` ->
+``MeshExecutable.cost_analysis``).  Those are Python objects of JAX's, and JAX's modules are
+not watched (honest code may monkeypatch JAX), so a file could rename ``scan_p`` to hide a
+loop, or replace ``MeshExecutable.cost_analysis`` to report another program's flops -- for
+good, or only until the probe has read it.  So, in each worker, before the freeze (which then
+folds what is bound here into the grader's code as constants):
+
+* **classes**: every class ``grader.jaxcompat.MEASURED_CLASSES`` names, with its bases and its
+  subclasses, is sealed (``grader.sandbox.freeze.seal``): none of their attributes or methods
+  can be set or deleted any more, so neither a method nor a data descriptor (a ``property``
+  named ``name`` on ``Primitive``) can be put in front of what the probe reads;
+* **primitive names**: ``grader.ir.primitive_name`` reads a primitive's name from a table of
+  every primitive JAX's modules hold when the worker starts (read-only: a ``mappingproxy``),
+  keyed by the object, so ``scan_p.name = "mapped"`` changes nothing the grader reads; a
+  primitive made later that takes one of those names is shown as not JAX's own;
+* **the jaxpr walk**: ``grader.jaxcompat.jaxprs_in_params`` uses JAX's ``Jaxpr`` and
+  ``ClosedJaxpr`` classes bound here, not a function looked up in ``jax.extend.core`` (a
+  module attribute and a ``sys.modules`` entry the learner's code can replace).
+
+Each worker does it (``pin``: a few milliseconds) after its probes are imported, so the
+primitives of every module they load are in the table.  What is still read at run time from JAX's *modules* (a
+JAX function calling another through its module's globals) is not pinned: the README's threat
+model says so.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+def _jax_modules():
+    for name, module in list(sys.modules.items()):
+        if name == "jax" or name.startswith(("jax.", "jaxlib.")):
+            space = getattr(module, "__dict__", None)
+            if type(space) is dict:
+                yield space
+
+
+def _resolve(spec: str):
+    module, _, attr = spec.partition(":")
+    owner = sys.modules.get(module)
+    return getattr(owner, attr, None) if owner is not None else None
+
+
+def _family(classes) -> list:
+    """``classes``, their bases (but ``object``) and every subclass of theirs, each once."""
+    out, seen = [], set()
+    todo = [c for cls in classes for c in cls.__mro__ if c is not object]
+    while todo:
+        cls = todo.pop()
+        if id(cls) in seen:
+            continue
+        seen.add(id(cls))
+        out.append(cls)
+        todo.extend(type.__subclasses__(cls))
+    return out
+
+
+def pin(modules: dict) -> dict:
+    """Seal the measured classes and bind the primitive table and the jaxpr classes into the
+    grader's modules ``modules`` (name -> module: the worker's, taken before they left
+    ``sys.modules``) as module globals, which the freeze that follows makes constants.
+    Returns what was pinned, for tests."""
+    jaxcompat, freeze = modules["grader.jaxcompat"], modules["grader.sandbox.freeze"]
+    primitive = jaxcompat.primitive_class()
+    names = {}
+    for space in _jax_modules():
+        for value in list(space.values()):
+            if isinstance(value, primitive):
+                names[id(value)] = (value, value.name)
+    classes = _family(c for c in (_resolve(s) for s in jaxcompat.MEASURED_CLASSES) if isinstance(c, type))
+    if "grader.ir" in modules:  # loaded with every probe that reads a jaxpr
+        vars(modules["grader.ir"]).update(_PINNED_NAMES=types.MappingProxyType(names),
+                                          _PINNED_NAME_SET=frozenset(name for _, name in names.values()))
+    vars(jaxcompat).update(_JAXPR_TYPES=jaxcompat.jaxpr_types())
+    return {"primitives": len(names), "classes": freeze.seal(classes)}
