@@ -19,8 +19,8 @@ def primitive_name(primitive) -> str:
     """A primitive's name as JAX gave it, read from the table pinned before learner code (so
     renaming ``scan_p`` changes nothing); a primitive made later keeps its own name unless it
     takes one of JAX's, which it then cannot pass for."""
-    entry = _PINNED_NAMES.get(id(primitive))
-    if entry is not None and entry[0] is primitive:
+    entry = _PINNED_NAMES.get(id(primitive))  # the table holds each primitive: its id is its own
+    if entry is not None:
         return entry[1]
     name = primitive.name
     name = name if type(name) is str else "?"

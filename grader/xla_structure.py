@@ -25,7 +25,8 @@ accessors ``hlo_module``/``optimized_module`` (``compiler_ir("hlo")``,
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
+
+from grader.ir import tally
 
 # --- protobuf field numbers (xla/service/hlo.proto, xla/xla_data.proto) -------------------
 _MODULE = {"name": 1, "entry_computation_name": 2, "computations": 3, "entry_computation_id": 6}
@@ -127,7 +128,7 @@ class Module:
     def opcode_counts(self, entry_only: bool = False) -> dict[str, int]:
         """Instructions by opcode: of the ENTRY computation, or of every computation."""
         source = self.entry().instructions if entry_only else self.instructions()
-        return dict(Counter(i.opcode for i in source))
+        return tally(i.opcode for i in source)
 
     def fused_computation_ids(self) -> set[int]:
         return {i.called_ids[0] for i in self.instructions() if i.opcode == "fusion" and i.called_ids}
@@ -141,7 +142,7 @@ class Module:
             if inst.opcode == "fusion":
                 called = self.computation(inst.called_ids[0])
                 out.append({"name": inst.name, "kind": inst.fusion_kind,
-                            "opcodes": dict(Counter(i.opcode for i in called.instructions))})
+                            "opcodes": tally(i.opcode for i in called.instructions)})
         return out
 
 
@@ -224,7 +225,7 @@ def stablehlo_op_counts(lowered, dialects=("stablehlo", "chlo")) -> dict[str, in
     """Operations of the lowered StableHLO module by full name (``stablehlo.add``,
     ``chlo.erf``), at every depth, restricted to ``dialects``: each operation counts once,
     where it is written (a private function called twice counts once)."""
-    counts: Counter = Counter()
+    counts: dict = {}
     stack = [lowered.compiler_ir("stablehlo").operation]
     while stack:
         op = stack.pop()
@@ -233,9 +234,9 @@ def stablehlo_op_counts(lowered, dialects=("stablehlo", "chlo")) -> dict[str, in
                 for inner in block.operations:
                     inner = inner.operation
                     if inner.name.split(".", 1)[0] in dialects:
-                        counts[inner.name] += 1
+                        counts[inner.name] = counts.get(inner.name, 0) + 1
                     stack.append(inner)
-    return dict(counts)
+    return counts
 
 
 # --- the one thing the structure does not keep: print order --------------------------------

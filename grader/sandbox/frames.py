@@ -107,12 +107,13 @@ def _own_class(module: str, path: str):
     owner_path, _, name = path.rpartition(".")
     if not owner_path:
         return None
-    owner = _resolve_object(module, owner_path)
+    owner = resolve_object(module, owner_path)
     raw = owner.__dict__.get(name) if isinstance(owner, type) else None
     return owner if isinstance(raw, classmethod) else None
 
 
-def _resolve_object(module: str, path: str):
+def resolve_object(module: str, path: str):
+    """The object at the dotted ``path`` in ``module`` (imported if it is not yet), or None."""
     mod = sys.modules.get(module)
     if mod is None:
         try:
@@ -128,7 +129,7 @@ def _resolve_object(module: str, path: str):
 
 
 def _resolve(module: str, path: str):
-    obj = _resolve_object(module, path)
+    obj = resolve_object(module, path)
     obj = getattr(obj, "__func__", obj)  # a classmethod's function
     return obj if isinstance(obj, types.FunctionType) else None
 

@@ -241,8 +241,9 @@ def seal(classes) -> int:
     A method is looked up on its class each time it is called (``self.method()``), so without
     this a learner could replace one and put it back before the snapshot is compared, as with
     a global before ``freeze``.  Nothing in the grader sets a class attribute once its modules
-    are imported (``tests/test_grader_namespaces.py``).  Run before the guard, which refuses
-    ``ctypes`` to everyone after it.  Returns how many classes were sealed (0: not supported)."""
+    are imported: every test and ``grade verify`` run with the classes sealed.  Run before the
+    guard, which refuses ``ctypes`` to everyone after it.  Returns how many classes were sealed
+    (0: not supported)."""
     if not SUPPORTED:
         return 0
     word = _flags_word()

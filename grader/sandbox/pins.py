@@ -22,9 +22,9 @@ folds what is bound here into the grader's code as constants):
   module attribute and a ``sys.modules`` entry the learner's code can replace).
 
 Each worker does it (``pin``: a few milliseconds) after its probes are imported, so the
-primitives of every module they load are in the table.  What is still read at run time from JAX's *modules* (a
-JAX function calling another through its module's globals) is not pinned: the README's threat
-model says so.
+primitives of every module they load are in the table.  What is still read at run time from
+JAX's *modules* (a JAX function calling another through its module's globals) is not pinned:
+the README's threat model says so.
 """
 
 from __future__ import annotations
@@ -32,18 +32,15 @@ from __future__ import annotations
 import sys
 import types
 
+from grader.sandbox.frames import resolve_object
+
+
 def _jax_modules():
     for name, module in list(sys.modules.items()):
         if name == "jax" or name.startswith(("jax.", "jaxlib.")):
             space = getattr(module, "__dict__", None)
             if type(space) is dict:
                 yield space
-
-
-def _resolve(spec: str):
-    module, _, attr = spec.partition(":")
-    owner = sys.modules.get(module)
-    return getattr(owner, attr, None) if owner is not None else None
 
 
 def _family(classes) -> list:
@@ -72,7 +69,8 @@ def pin(modules: dict) -> dict:
         for value in list(space.values()):
             if isinstance(value, primitive):
                 names[id(value)] = (value, value.name)
-    classes = _family(c for c in (_resolve(s) for s in jaxcompat.MEASURED_CLASSES) if isinstance(c, type))
+    classes = _family(c for c in (resolve_object(*s.split(":")) for s in jaxcompat.MEASURED_CLASSES)
+                      if isinstance(c, type))
     if "grader.ir" in modules:  # loaded with every probe that reads a jaxpr
         vars(modules["grader.ir"]).update(_PINNED_NAMES=types.MappingProxyType(names),
                                           _PINNED_NAME_SET=frozenset(name for _, name in names.values()))
