@@ -184,7 +184,7 @@ def test_no_probe_keeps_a_container_that_is_not_declared():
     assert {("grader.exercises.ex05_loops.probes", "_forward")} <= found  # the scan sees what it should
 
 
-_FROZEN_SOURCE = '''
+_FROZEN_SOURCE = """
 import sys
 import fakegrader_helper
 TABLE = {"k": 1}
@@ -201,29 +201,51 @@ def bump():
 def reads(x):
     inner = lambda y: double(y)
     return inner(x), TABLE["k"], len([x]), fakegrader_helper.triple(x), bump()
-'''
+
+def imports(x):
+    from fakegrader_helper import triple, MODE
+    import fakegrader_pkg.sub as sub
+    return triple(x), sub.VALUE, MODE, fakegrader_helper.MODE
+"""
+
+_HELPER_SOURCE = """
+MODE = "first"
+
+def triple(x):
+    return 3 * x
+
+def set_mode(mode):
+    global MODE
+    MODE = mode
+"""
 
 
 @pytest.mark.skipif(not __import__("grader.sandbox.freeze", fromlist=["SUPPORTED"]).SUPPORTED,
                     reason="the grader's code is frozen on CPython 3.11 only")
-def test_freezing_binds_globals_builtins_containers_and_grader_module_attributes(monkeypatch):
+def test_freezing_binds_globals_builtins_containers_imports_and_module_attributes(monkeypatch):
     """What ``grader.sandbox.freeze`` makes constant (a module function, a nested lambda's
-    global, a dict's binding, a builtin, an attribute of a grader module read off an imported
-    name) no later rebinding changes; a name assigned with ``global`` is still read afresh."""
+    global, a dict's binding, a builtin, an attribute of a frozen module read off an imported
+    name, a name imported inside a function) no later rebinding changes -- in a module, in
+    ``builtins``, in ``sys.modules``; a name assigned with ``global`` is still read afresh,
+    wherever it is read."""
     import builtins
     import sys
 
     from grader.sandbox import freeze
 
-    helper = types.ModuleType("fakegrader_helper")
-    exec("def triple(x):\n    return 3 * x\n", vars(helper))
-    monkeypatch.setitem(sys.modules, "fakegrader_helper", helper)
+    monkeypatch.setattr(freeze, "_PARSED", types.SimpleNamespace(table={}, modules={}, keep={}))
+    helper = _module("fakegrader_helper", _HELPER_SOURCE)
+    pkg, sub = types.ModuleType("fakegrader_pkg"), types.ModuleType("fakegrader_pkg.sub")
+    pkg.__path__, pkg.sub, sub.VALUE = [], sub, 1
+    for m in (helper, pkg, sub):
+        monkeypatch.setitem(sys.modules, m.__name__, m)
     module = types.ModuleType("fakegrader_main")
     own_builtins = dict(vars(builtins))  # its own: replacing `len` for the whole process is unsafe
     vars(module)["__builtins__"] = own_builtins
     exec(_FROZEN_SOURCE, vars(module))
-    functions = [v for v in vars(module).values() if type(v) is types.FunctionType]
-    assert freeze.freeze({"main": module, "helper": helper}, functions) >= 5
+    functions = [v for v in [*vars(module).values(), *vars(helper).values()] if type(v) is types.FunctionType]
+    modules = {m.__name__: m for m in (module, helper, pkg, sub)}
+    assert freeze.freeze(modules, functions) >= 8
     space = vars(module)
     space["double"] = lambda x: -1
     space["TABLE"] = {"k": -1}
@@ -232,6 +254,94 @@ def test_freezing_binds_globals_builtins_containers_and_grader_module_attributes
     assert module.reads(5) == (10, 1, 1, 15, 1)
     space["COUNT"] = 100  # `global COUNT`: read afresh
     assert module.reads(5)[-1] == 101
+    fake_pkg = types.ModuleType("fakegrader_pkg")
+    fake_pkg.__path__, fake_pkg.sub = [], types.SimpleNamespace(VALUE=-1)
+    monkeypatch.setitem(sys.modules, "fakegrader_pkg", fake_pkg)
+    monkeypatch.setitem(sys.modules, "fakegrader_helper", types.SimpleNamespace(triple=lambda x: -1, MODE="x"))
+    # MODE is assigned with `global` in its module: read afresh, from the module found now
+    assert module.imports(5) == (15, 1, "x", "first")
+    helper.set_mode("second")
+    assert module.imports(5)[2:] == ("x", "second")
+
+
+@pytest.mark.skipif(not __import__("grader.sandbox.freeze", fromlist=["SUPPORTED"]).SUPPORTED,
+                    reason="the grader's code is frozen on CPython 3.11 only")
+def test_the_bytecode_search_agrees_with_dis_on_jaxs_code():
+    """``freeze`` finds what it rewrites by searching a code object's opcodes (fast enough to
+    freeze all of JAX in every zygote); on every fifth code object of JAX's it finds exactly the
+    global reads, imports, ``global`` assignments and jump targets that ``dis`` does."""
+    import dis
+
+    import jax  # noqa: F401
+
+    from grader.sandbox import freeze
+
+    codes, seen = [], set()
+
+    def walk(code):
+        if id(code) not in seen:
+            seen.add(id(code))
+            codes.append(code)
+            for const in code.co_consts:
+                if isinstance(const, types.CodeType):
+                    walk(const)
+
+    for fn in freeze.library(("jax",))[1]:
+        walk(fn.__code__)
+    assert len(codes) > 5000
+    for code in codes[::5]:
+        parsed = freeze._parsed(code)
+        found = list(dis.get_instructions(code))
+        assert list(parsed.sites) == [i.offset // 2 for i in found if i.opname in ("LOAD_GLOBAL", "IMPORT_NAME")]
+        assert parsed.globals_stored == {i.argval for i in found if i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL")}
+        labels = {x // 2 for x in dis.findlabels(code.co_code)} | {e.target // 2 for e in dis._parse_exception_table(code)}
+        assert freeze._targets(code, parsed) == labels
+    freeze._PARSED.table.clear()
+
+
+_LIBRARY_ATTACK = """
+import sys, types
+import jax, jax.numpy as jnp
+from grader.sandbox import freeze
+modules, functions = freeze.library(("jax", "jaxlib"))
+lengths = {id(f): len(f.__code__.co_code) for f in functions}
+assert freeze.freeze(modules, functions) > 10000
+assert all(len(f.__code__.co_code) == lengths[id(f)] for f in functions)  # every instruction kept its place
+calls = []
+import jax._src.pjit as pjit
+from jax._src.interpreters import mlir, pxla
+real_trace, real_lower = pjit.jit_trace, pjit._resolve_and_lower
+def fake(real, label):
+    def f(*a, **k):
+        calls.append(label)
+        return real(*a, **k)
+    return f
+pjit.jit_trace, pjit._resolve_and_lower = fake(real_trace, "trace"), fake(real_lower, "lower")
+mlir.lower_jaxpr_to_module = fake(mlir.lower_jaxpr_to_module, "module")
+pxla._dce_jaxpr = fake(pxla._dce_jaxpr, "dce")
+swapped = types.ModuleType("jax._src.pjit")
+vars(swapped).update(vars(pjit), _resolve_and_lower=fake(real_lower, "imported"))
+sys.modules["jax._src.pjit"] = swapped
+f = jax.jit(lambda x: jnp.sin(x) * 2)
+traced = f.trace(jnp.ones(3))
+print(traced.lower().compile()(jnp.ones(3))[0] > 0, jax.make_jaxpr(f)(1.0).eqns[0].primitive.name, calls)
+"""
+
+
+@pytest.mark.skipif(not __import__("grader.sandbox.freeze", fromlist=["SUPPORTED"]).SUPPORTED,
+                    reason="the grader's code is frozen on CPython 3.11 only")
+def test_jaxs_own_code_frozen_calls_the_functions_jax_defined():
+    """A JAX worker's zygote freezes JAX's code too (``grader.sandbox.worker.import_harness``):
+    rebinding the module functions JAX calls to trace, lower and compile a jit (the route a
+    file took to show the probes a decoy jaxpr), or swapping ``sys.modules`` for a function
+    JAX imports at call time, changes nothing JAX calls.  Run in a fresh interpreter: this
+    process's JAX stays as it is."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _LIBRARY_ATTACK], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["True", "jit", "[]"]
 
 
 def test_sealed_grader_classes_refuse_every_change_to_their_attributes():

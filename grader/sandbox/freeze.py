@@ -9,22 +9,37 @@ every grader function it can reach (``namespaces.grader_functions``; nested func
 comprehensions and lambdas with them): each ``LOAD_GLOBAL`` of a name bound at that moment
 (a module global, or a builtin) becomes ``LOAD_CONST`` of the object it names, and an
 attribute read on a constant that is one of the grader's modules (``ir.primitive_counts``)
-is folded in too.  From then on nothing the learner rebinds -- in a grader module, in
-``builtins`` -- changes what the grader's code calls; the objects themselves are the same,
+is folded in too, and so is a name imported inside a function from one of them (``from
+grader.ir import tally``: ``IMPORT_FROM`` becomes ``LOAD_CONST``; the import still runs).
+From then on nothing the learner rebinds -- in a grader module, in ``builtins``, in
+``sys.modules`` -- changes what the grader's code calls; the objects themselves are the same,
 so the code does exactly what it did.
 
-What is left as it was: names some grader function assigns with ``global`` (read afresh),
-names not bound yet, values that cannot be a constant (unhashable ones other than plain
-dicts, lists and sets: arrays, a dict inside a tuple), attribute reads on anything but a
-grader module (a library module's attributes may be rebound by the library itself, and
-honest code may monkeypatch JAX), and class attributes (``self.x``: ``seal`` below makes the
-grader's classes immutable instead).  Why this is
-semantics-preserving: a grader module's namespace does not change once the snapshot is
-taken -- any change is an accusation -- so a name's value at freezing time is its value for
-the worker's whole life.
+The libraries the probes measure through get the same treatment, once per zygote before it
+forks (``library``, ``grader.sandbox.worker.import_harness``): every live function of JAX,
+jaxlib, optax and Equinox -- found through the garbage collector, so one only a decorator or
+a registry holds is among them -- so that a file cannot rebind ``jax._src.pjit.jit_trace`` (or
+any function JAX calls through its module) to show a probe a decoy program.  Modules frozen
+once stay *fixed* for later freezes in the process (``_PARSED.modules``): the grader's reads of
+``jax.numpy.float32`` fold too.
+
+What is left as it was: names some function of a module assigns with ``global`` (read afresh
+there, wherever they are read: JAX's caches and lazily made backends are such names), names
+not bound yet (a lazily loaded attribute), values that cannot be a constant (unhashable ones
+other than plain dicts, lists and sets: arrays, a dict inside a tuple), attribute reads on
+anything but a frozen module, and class attributes (``self.x``: ``seal`` below makes the
+grader's classes, and ``grader.sandbox.pins`` JAX's measured ones, immutable instead).  Why
+this is semantics-preserving: a grader module's namespace does not change once the snapshot
+is taken -- any change is an accusation -- and a library rebinds its module globals only with
+``global`` (its other names are set once, at import), so a name's value at freezing time is its
+value for the worker's whole life.  Honest code that monkeypatches JAX's internals changes
+what its own code calls, not what JAX calls.
 
 The rewrite keeps every instruction's length (the replaced instruction's inline caches become
-``NOP``), so jump targets, the exception table and the line table stay valid.  It knows
+``NOP``), so jump targets, the exception table and the line table stay valid; an attribute
+read is folded only when nothing jumps to it.  The code is searched, not disassembled (a
+regular expression over its opcode bytes: 0.3 s for all of JAX's 13,800 functions, in C
+mostly), and a test holds the search to ``dis`` on JAX's own code.  It knows
 CPython 3.11's bytecode only; on another version ``freeze`` changes nothing and says so, and
 the snapshot alone stands (the README's threat model says which).
 """
@@ -32,7 +47,10 @@ the snapshot alone stands (the README's threat model says which).
 from __future__ import annotations
 
 import dis
+import gc
+import importlib.util
 import opcode
+import re
 import sys
 import types
 import typing
@@ -45,54 +63,93 @@ if SUPPORTED:
     _CACHES = opcode._inline_cache_entries  # noqa: SLF001 - 3.11's inline cache sizes, by opcode
     _LOAD_GLOBAL, _LOAD_CONST, _LOAD_ATTR, _LOAD_METHOD = (_OP[n] for n in ("LOAD_GLOBAL", "LOAD_CONST",
                                                                            "LOAD_ATTR", "LOAD_METHOD"))
+    _IMPORT_NAME, _IMPORT_FROM, _SWAP, _POP_TOP = (_OP[n] for n in ("IMPORT_NAME", "IMPORT_FROM", "SWAP", "POP_TOP"))
     _PUSH_NULL, _NOP = _OP["PUSH_NULL"], _OP["NOP"]
     _STORES = frozenset({_OP["STORE_GLOBAL"], _OP["DELETE_GLOBAL"]})
+    _STORE_ANY = frozenset(_OP[n] for n in ("STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF"))
+    _JUMPS = tuple(dis.hasjrel) + tuple(dis.hasjabs)
+    _BACKWARD = frozenset(op for op in dis.hasjrel if "BACKWARD" in opcode.opname[op])
+    # the opcodes ``_parsed`` looks for, found in one pass over a code object's opcodes
+    _SITES = re.compile(b"[" + b"".join(re.escape(bytes((op,))) for op in (_LOAD_GLOBAL, _IMPORT_NAME, *_STORES)) + b"]")
+    _NOP_UNIT = bytes((_NOP, 0))
 
 
-def _instructions(code: bytes):
-    """(first unit, end unit, opcode, argument) for each instruction of ``code`` (units of two
-    bytes; an instruction's EXTENDED_ARG prefixes and inline caches are inside its span)."""
-    out = []
-    n = len(code) // 2
-    i = 0
-    while i < n:
-        start, arg = i, 0
-        op = code[2 * i]
-        while op == _EXTENDED_ARG:
-            arg = (arg | code[2 * i + 1]) << 8
-            i += 1
-            op = code[2 * i]
-        arg |= code[2 * i + 1]
-        i += 1 + _CACHES[op]
-        out.append((start, i, op, arg))
-    return out
+def _units(ops: bytes, op: int):
+    """The units (two-byte code units) whose opcode is ``op``.  ``co_code`` holds an
+    instruction's opcode in its unit's first byte and zero in its inline caches' (CPython
+    deoptimises the code it hands out), so a match in ``ops`` -- every first byte -- is exact."""
+    want = bytes((op,))
+    unit = ops.find(want)
+    while unit >= 0:
+        yield unit
+        unit = ops.find(want, unit + 1)
+
+
+def _at(ops: bytes, args: bytes, unit: int) -> tuple[int, int, int, int]:
+    """(first unit, end unit, opcode, argument) of the instruction whose opcode is at ``unit``
+    (its EXTENDED_ARG prefixes and inline caches are inside the span)."""
+    op, arg, start, shift = ops[unit], args[unit], unit, 8
+    while start > 0 and ops[start - 1] == _EXTENDED_ARG:
+        start -= 1
+        arg |= args[start] << shift
+        shift += 8
+    return start, unit + 1 + _CACHES[op], op, arg
+
+
+def _from(ops: bytes, args: bytes, unit: int) -> tuple[int, int, int, int, int]:
+    """``_at`` of the instruction that starts at ``unit``, and the unit of its opcode."""
+    real = unit
+    while real < len(ops) - 1 and ops[real] == _EXTENDED_ARG:
+        real += 1
+    return (*_at(ops, args, real), real)
 
 
 #: ``.table``: id(code) -> (code, ``_Parsed``), filled by ``prepare`` before a zygote forks (its
-#: workers share it) and emptied by ``freeze``.  Held in an object the namespace snapshot does
-#: not walk (thousands of entries it would read for nothing).
-_PARSED = types.SimpleNamespace(table={})
+#: workers share it) and emptied by ``freeze``.  ``.modules`` (name -> module) and ``.keep``
+#: (id of a module's namespace -> the names some function assigns there with ``global``): what
+#: earlier freezes in this process froze, which later ones treat as fixed too.  Held in an
+#: object the namespace snapshot does not walk (thousands of entries it would read for nothing).
+_PARSED = types.SimpleNamespace(table={}, modules={}, keep={})
 
 
 class _Parsed(typing.NamedTuple):
-    instructions: list  # ``_instructions``
-    targets: frozenset  # byte offsets something jumps to (jumps, exception handlers)
-    globals_read: tuple  # indexes of the LOAD_GLOBAL instructions
+    ops: bytes  # each unit's opcode (0: an inline cache)
+    args: bytes  # each unit's argument byte
+    sites: tuple  # units of the LOAD_GLOBAL and IMPORT_NAME opcodes, in order
     globals_stored: frozenset  # names assigned or deleted with ``global``
 
 
 def _parsed(code: types.CodeType) -> _Parsed:
-    """What ``freeze`` needs to know of ``code``'s bytecode, parsed once."""
+    """What ``freeze`` needs to know of ``code``'s bytecode, parsed once (in C, mostly: a
+    search of its opcodes for the few that matter)."""
     entry = _PARSED.table.get(id(code))
     if entry is not None and entry[0] is code:
         return entry[1]
-    ins = _instructions(code.co_code)
-    targets = set(dis.findlabels(code.co_code))
-    targets.update(e.target for e in dis._parse_exception_table(code))  # noqa: SLF001 - 3.11's table
-    parsed = _Parsed(ins, frozenset(targets), tuple(k for k, item in enumerate(ins) if item[2] == _LOAD_GLOBAL),
-                     frozenset(code.co_names[arg] for _, _, op, arg in ins if op in _STORES))
+    raw = code.co_code
+    ops, args = raw[0::2], raw[1::2]
+    sites, stored = [], set()
+    for found in _SITES.finditer(ops):
+        unit = found.start()
+        if ops[unit] in _STORES:
+            stored.add(code.co_names[_at(ops, args, unit)[3]])
+        else:
+            sites.append(unit)
+    parsed = _Parsed(ops, args, tuple(sites), frozenset(stored))
     _PARSED.table[id(code)] = (code, parsed)
     return parsed
+
+
+def _targets(code: types.CodeType, parsed: _Parsed) -> frozenset:
+    """The units something jumps to (a jump, an exception handler): computed only for code
+    whose folding needs them."""
+    ops, args = parsed.ops, parsed.args
+    out = set()
+    for op in _JUMPS:
+        for unit in _units(ops, op):
+            arg = _at(ops, args, unit)[3]
+            out.add(arg if op in dis.hasjabs else unit + 1 - arg if op in _BACKWARD else unit + 1 + arg)
+    out.update(entry.target // 2 for entry in dis._parse_exception_table(code))  # noqa: SLF001 - 3.11's table
+    return frozenset(out)
 
 
 def _stored_names(code: types.CodeType, into: set) -> None:
@@ -118,22 +175,29 @@ def _constant(value) -> bool:
     return True
 
 
-def _emit(index: int, null: bool) -> list[tuple[int, int]]:
-    """``[PUSH_NULL,] LOAD_CONST index`` as (opcode, argument) units."""
-    out = [(_PUSH_NULL, 0)] if null else []
+def _emit(index: int, null: bool) -> bytes:
+    """``[PUSH_NULL,] LOAD_CONST index`` as code units."""
+    out = bytearray((_PUSH_NULL, 0)) if null else bytearray()
     for shift in (24, 16, 8):
         if index >> shift:
-            out.append((_EXTENDED_ARG, (index >> shift) & 0xFF))
-    out.append((_LOAD_CONST, index & 0xFF))
-    return out
+            out += bytes((_EXTENDED_ARG, (index >> shift) & 0xFF))
+    out += bytes((_LOAD_CONST, index & 0xFF))
+    return bytes(out)
 
 
 class _Freezer:
-    def __init__(self, modules: dict, keep: frozenset) -> None:
+    def __init__(self, modules: dict, keep: dict) -> None:
+        self.by_name = modules  # name -> module: what an import inside a function is resolved against
         self.modules = frozenset(id(m) for m in modules.values())
-        self.keep = keep  # names read afresh (assigned with `global` somewhere)
+        self.keep = keep  # id(namespace) -> names read afresh there (assigned with `global` somewhere)
         self.done: dict[tuple[int, int], types.CodeType] = {}  # (id(code), id(globals)) -> frozen code
         self.names = 0
+
+    def _fixed(self, module, attr: str) -> bool:
+        """Whether ``module.attr`` is one of the frozen modules' names that nothing reassigns."""
+        return (type(module) is types.ModuleType and id(module) in self.modules
+                and attr in vars(module) and attr not in self.keep.get(id(vars(module)), ())
+                and _constant(vars(module)[attr]))
 
     def code(self, code: types.CodeType, space: dict, builtins: dict) -> types.CodeType:
         """``code`` with its global reads (and those of the code nested in it) made constants."""
@@ -144,10 +208,13 @@ class _Freezer:
         for i, const in enumerate(consts):
             if isinstance(const, types.CodeType):
                 consts[i] = self.code(const, space, builtins)
+        parsed = _parsed(code)
+        ops, args = parsed.ops, parsed.args
         raw = bytearray(code.co_code)
-        ins, targets, sites, _ = _parsed(code)
         added: dict[int, int] = {}
         changed = consts != list(code.co_consts)
+        targets = None
+        keep = self.keep.get(id(space), ())
 
         def const_index(value) -> int:
             if id(value) not in added:
@@ -155,11 +222,21 @@ class _Freezer:
                 consts.append(value)
             return added[id(value)]
 
-        for site in sites:
-            start, end, _, arg = ins[site]
-            k = site + 1
+        def put(start: int, end: int, value, null: bool) -> bool:
+            code_units = _emit(const_index(value), null)
+            if len(code_units) > 2 * (end - start):
+                return False
+            raw[2 * start:2 * end] = code_units + _NOP_UNIT * (end - start - len(code_units) // 2)
+            self.names += 1
+            return True
+
+        for site in parsed.sites:
+            if ops[site] == _IMPORT_NAME:
+                changed |= self._imports(code, parsed, site, space, put)
+                continue
+            start, end, _, arg = _at(ops, args, site)
             name, null = code.co_names[arg >> 1], bool(arg & 1)
-            if name in self.keep:
+            if name in keep:
                 continue
             if name in space:
                 value = space[name]
@@ -167,41 +244,68 @@ class _Freezer:
                 value = builtins[name]
             else:
                 continue  # unbound now: a NameError stays a NameError
-            # `ir.primitive_counts`: an attribute of one of the grader's modules, read off its dict
-            # (LOAD_ATTR, after a LOAD_GLOBAL with or without NULL -- 3.11 calls an imported
-            # module's function so -- or LOAD_METHOD, after one without)
-            while k < len(ins) and (ins[k][2] == _LOAD_ATTR or (ins[k][2] == _LOAD_METHOD and not null)) \
-                    and type(value) is types.ModuleType and id(value) in self.modules:
-                nstart, nend, nop, narg = ins[k]
+            # `ir.primitive_counts`: an attribute of a frozen module, read off its dict (LOAD_ATTR,
+            # after a LOAD_GLOBAL with or without NULL -- 3.11 calls an imported module's function
+            # so -- or LOAD_METHOD, after one without), unless something jumps to the attribute read
+            while type(value) is types.ModuleType and id(value) in self.modules and end < len(ops):
+                nstart, nend, nop, narg, nreal = _from(ops, args, end)
+                if not (nop == _LOAD_ATTR or (nop == _LOAD_METHOD and not null)):
+                    break
                 attr = code.co_names[narg]
-                if 2 * nstart in targets or attr not in vars(value) or not _constant(vars(value)[attr]):
+                if not self._fixed(value, attr):
+                    break
+                if targets is None:
+                    targets = _targets(code, parsed)
+                if any(unit in targets for unit in range(nstart, nreal + 1)):
                     break
                 value, end = vars(value)[attr], nend
-                k += 1
                 if nop == _LOAD_METHOD:  # [NULL, attribute]: what it pushes for a module's function
                     null = True
                     break
-            if not _constant(value):
-                continue
-            units = _emit(const_index(value), null)
-            if len(units) > end - start:
-                continue
-            units += [(_NOP, 0)] * (end - start - len(units))
-            for j, (o, a) in enumerate(units):
-                raw[2 * (start + j)] = o
-                raw[2 * (start + j) + 1] = a
-            changed = True
-            self.names += 1
+            if _constant(value):
+                changed |= put(start, end, value, null)
         frozen = code.replace(co_code=bytes(raw), co_consts=tuple(consts)) if changed else code
         self.done[key] = frozen
         return frozen
 
-
-def _parse_all(code: types.CodeType) -> None:
-    _parsed(code)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            _parse_all(const)
+    def _imports(self, code: types.CodeType, parsed: _Parsed, site: int, space: dict, put) -> bool:
+        """Fold the ``IMPORT_FROM``s of the import statement at ``site`` (an ``IMPORT_NAME``):
+        ``from m import a`` and ``import m.a as a`` inside a function find ``m`` in ``sys.modules``
+        (which learner code can change) each time they run; each becomes the object ``a`` names
+        now, when ``m`` is a frozen module.  The import itself still runs, as before."""
+        ops, args = parsed.ops, parsed.args
+        start, end, _, arg = _at(ops, args, site)
+        if start < 2 or ops[start - 1] != _LOAD_CONST:
+            return False
+        before, _, _, fromlist = _at(ops, args, start - 1)
+        if before < 1 or ops[before - 1] != _LOAD_CONST:
+            return False  # not [LOAD_CONST level, LOAD_CONST fromlist, IMPORT_NAME]: left as it is
+        level, fromlist = code.co_consts[_at(ops, args, before - 1)[3]], code.co_consts[fromlist]
+        name = code.co_names[arg]
+        try:
+            name = importlib.util.resolve_name("." * level + name, space.get("__package__")) if level else name
+        except (ImportError, ValueError, TypeError):
+            return False
+        module = self.by_name.get(name if fromlist is not None else name.partition(".")[0])
+        changed = False
+        unit = end
+        while module is not None and unit < len(ops):
+            istart, iend, op, iarg, _ = _from(ops, args, unit)
+            if op != _IMPORT_FROM:
+                break
+            attr = code.co_names[iarg]
+            value = vars(module)[attr] if self._fixed(module, attr) else None
+            if value is not None:
+                changed |= put(istart, iend, value, False)
+            unit = iend
+            _, after, nop, narg, _ = _from(ops, args, unit)
+            if fromlist is not None and nop in _STORE_ANY:  # from m import a, b: the module stays on the stack
+                unit = after
+            elif fromlist is None and nop == _SWAP and narg == 2 and ops[after] == _POP_TOP:
+                module, unit = value, after + 1  # import m.a.b as c: on to `a`
+            else:
+                break
+        return changed
 
 
 def prepare(functions) -> None:
@@ -211,6 +315,13 @@ def prepare(functions) -> None:
         for fn in functions:
             if type(fn) is types.FunctionType:
                 _parse_all(fn.__code__)
+
+
+def _parse_all(code: types.CodeType) -> None:
+    _parsed(code)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _parse_all(const)
 
 
 _HEAPTYPE, _IMMUTABLETYPE = 1 << 9, 1 << 8  # CPython's Py_TPFLAGS_HEAPTYPE, Py_TPFLAGS_IMMUTABLETYPE
@@ -259,18 +370,42 @@ def seal(classes) -> int:
 
 
 def freeze(modules: dict, functions) -> int:
-    """Rewrite ``functions`` (the grader's, reachable from ``modules``: name -> module) so
-    their global reads are constants; returns how many reads were frozen (0: not supported)."""
+    """Rewrite ``functions`` (reachable from ``modules``: name -> module) so their global reads
+    are constants; returns how many reads were frozen (0: not supported).  Modules frozen by an
+    earlier call in this process (JAX's, in a zygote: ``library``) count as fixed here too: an
+    attribute read on one, or an import from one, is folded like one on ``modules``."""
     if not SUPPORTED:
         return 0
     functions = [fn for fn in functions if type(fn) is types.FunctionType]
-    keep: set = set()
+    keep = {space: set(names) for space, names in _PARSED.keep.items()}
     for fn in functions:
-        _stored_names(fn.__code__, keep)
-    freezer = _Freezer(modules, frozenset(keep))
-    for fn in functions:
-        frozen = freezer.code(fn.__code__, fn.__globals__, fn.__builtins__)
-        if frozen is not fn.__code__:
-            fn.__code__ = frozen
-    _PARSED.table.clear()  # nothing of it is needed again
+        _stored_names(fn.__code__, keep.setdefault(id(fn.__globals__), set()))
+    _PARSED.modules.update(modules)
+    _PARSED.keep.update(keep)
+    freezer = _Freezer(dict(_PARSED.modules), keep)
+    collecting = gc.isenabled()
+    gc.disable()  # it makes thousands of objects and no cycles: a collection would only cost time
+    try:
+        for fn in functions:
+            frozen = freezer.code(fn.__code__, fn.__globals__, fn.__builtins__)
+            if frozen is not fn.__code__:
+                fn.__code__ = frozen
+        _PARSED.table.clear()  # nothing of it is needed again
+    finally:
+        if collecting:
+            gc.enable()
     return freezer.names
+
+
+def library(prefixes: tuple = ("jax", "jaxlib")) -> tuple[dict, list]:
+    """The loaded modules of the packages ``prefixes`` (name -> module), and every live function
+    whose globals are one of theirs: found through the garbage collector, so a function only a
+    decorator, a registry or a closure holds is among them too, and so are the names it assigns
+    with ``global`` (which ``freeze`` then leaves read afresh, everywhere they are read)."""
+    import gc
+
+    modules = {n: m for n, m in sys.modules.items()
+               if (n in prefixes or n.startswith(tuple(p + "." for p in prefixes)))
+               and type(getattr(m, "__dict__", None)) is dict}
+    spaces = {id(vars(m)) for m in modules.values()}
+    return modules, [o for o in gc.get_objects() if type(o) is types.FunctionType and id(o.__globals__) in spaces]

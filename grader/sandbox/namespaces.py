@@ -28,9 +28,9 @@ before the answer is sent (``Watch.changes``).  It covers
 Honest code never touches the grader's modules -- it cannot even import them by name -- so a
 change is an ``integrity`` accusation (kind ``grader_rebind``) naming what changed, with the
 file and line where the replacement was defined when it is a plain function of the learner's.
-JAX's own modules are not watched: honest code may monkeypatch JAX, and the probes bind the
-JAX functions they call at import instead (and ``grader.sandbox.pins`` seals the JAX classes and
-pins the primitive names they read).
+JAX's own modules are not watched: honest code may monkeypatch JAX; instead JAX's code is
+frozen before learner code exists, as the grader's is (``grader.sandbox.freeze.library``), and
+``grader.sandbox.pins`` seals the JAX classes and pins the primitive names the probes read.
 
 A change made and undone inside one request (a replacement that puts the original back
 when the grader calls it) leaves nothing to compare: that is why, before the snapshot, the

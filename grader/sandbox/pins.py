@@ -22,9 +22,8 @@ folds what is bound here into the grader's code as constants):
   module attribute and a ``sys.modules`` entry the learner's code can replace).
 
 Each worker does it (``pin``: a few milliseconds) after its probes are imported, so the
-primitives of every module they load are in the table.  What is still read at run time from
-JAX's *modules* (a JAX function calling another through its module's globals) is not pinned:
-the README's threat model says so.
+primitives of every module they load are in the table.  What JAX's own functions call
+through their modules' globals is frozen earlier, in the zygote (``grader.sandbox.freeze``).
 """
 
 from __future__ import annotations

@@ -61,6 +61,9 @@ import resource
 
 FD_REQUESTS, FD_ANSWERS = 1000, 1001  # protocol descriptors, away from the low numbers code reuses
 MAX_LINE = 64 << 20
+#: the packages whose code a JAX worker freezes before learner code exists: the probes measure
+#: through them (tracing, lowering, compiling, cost analysis; exercise 7's reference optimizer)
+LIBRARIES = ("jax", "jaxlib", "optax", "equinox")
 
 
 def _limit_resources() -> None:
@@ -323,9 +326,13 @@ def import_harness() -> None:
     from grader.sandbox import meter  # noqa: F401
 
     _context.preload_probes(os.environ.get("GRADER_PROBES", "all"))
-    guard.prepare()  # the frame consumers, built once from the live objects (a zygote's workers share them)
     from grader.sandbox import freeze
 
+    # the libraries' own code frozen too (grader.sandbox.freeze.library): a JAX function that calls
+    # another through its module no longer finds a replacement the learner put there.  Before the
+    # guard's frame consumers are built: it knows them by code object.
+    freeze.freeze(*freeze.library(LIBRARIES))
+    guard.prepare()  # the frame consumers, built once from the live objects (a zygote's workers share them)
     freeze.prepare(namespaces.grader_code(_grader_modules())[0])  # the grader's code parsed once, likewise
 
 
