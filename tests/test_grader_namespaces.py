@@ -206,6 +206,11 @@ def imports(x):
     from fakegrader_helper import triple, MODE
     import fakegrader_pkg.sub as sub
     return triple(x), sub.VALUE, MODE, fakegrader_helper.MODE
+
+def local_modules(x):
+    import fakegrader_helper
+    from fakegrader_pkg import sub
+    return fakegrader_helper.triple(x), sub.VALUE
 """
 
 _HELPER_SOURCE = """
@@ -245,7 +250,7 @@ def test_freezing_binds_globals_builtins_containers_imports_and_module_attribute
     exec(_FROZEN_SOURCE, vars(module))
     functions = [v for v in [*vars(module).values(), *vars(helper).values()] if type(v) is types.FunctionType]
     modules = {m.__name__: m for m in (module, helper, pkg, sub)}
-    assert freeze.freeze(modules, functions) >= 8
+    assert freeze.freeze(modules, functions) >= 11
     space = vars(module)
     space["double"] = lambda x: -1
     space["TABLE"] = {"k": -1}
@@ -262,6 +267,8 @@ def test_freezing_binds_globals_builtins_containers_imports_and_module_attribute
     assert module.imports(5) == (15, 1, "x", "first")
     helper.set_mode("second")
     assert module.imports(5)[2:] == ("x", "second")
+    sub.VALUE = -1  # a module an import binds to a local: read off it as off a global
+    assert module.local_modules(5) == (15, 1)
 
 
 @pytest.mark.skipif(not __import__("grader.sandbox.freeze", fromlist=["SUPPORTED"]).SUPPORTED,

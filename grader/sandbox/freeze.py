@@ -49,6 +49,7 @@ from __future__ import annotations
 import dis
 import gc
 import importlib.util
+import inspect
 import opcode
 import re
 import sys
@@ -67,6 +68,7 @@ if SUPPORTED:
     _PUSH_NULL, _NOP = _OP["PUSH_NULL"], _OP["NOP"]
     _STORES = frozenset({_OP["STORE_GLOBAL"], _OP["DELETE_GLOBAL"]})
     _STORE_ANY = frozenset(_OP[n] for n in ("STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF"))
+    _LOAD_FAST, _STORE_FAST, _DELETE_FAST = (_OP[n] for n in ("LOAD_FAST", "STORE_FAST", "DELETE_FAST"))
     _JUMPS = tuple(dis.hasjrel) + tuple(dis.hasjabs)
     _BACKWARD = frozenset(op for op in dis.hasjrel if "BACKWARD" in opcode.opname[op])
     # the opcodes ``_parsed`` looks for, found in one pass over a code object's opcodes
@@ -193,7 +195,7 @@ class _Freezer:
         self.done: dict[tuple[int, int], types.CodeType] = {}  # (id(code), id(globals)) -> frozen code
         self.names = 0
 
-    def _fixed(self, module, attr: str) -> bool:
+    def fixed(self, module, attr: str) -> bool:
         """Whether ``module.attr`` is one of the frozen modules' names that nothing reassigns."""
         return (type(module) is types.ModuleType and id(module) in self.modules
                 and attr in vars(module) and attr not in self.keep.get(id(vars(module)), ())
@@ -208,31 +210,13 @@ class _Freezer:
         for i, const in enumerate(consts):
             if isinstance(const, types.CodeType):
                 consts[i] = self.code(const, space, builtins)
-        parsed = _parsed(code)
-        ops, args = parsed.ops, parsed.args
-        raw = bytearray(code.co_code)
-        added: dict[int, int] = {}
-        changed = consts != list(code.co_consts)
-        targets = None
+        rewrite = _Rewrite(self, code, consts, space)
         keep = self.keep.get(id(space), ())
-
-        def const_index(value) -> int:
-            if id(value) not in added:
-                added[id(value)] = len(consts)
-                consts.append(value)
-            return added[id(value)]
-
-        def put(start: int, end: int, value, null: bool) -> bool:
-            code_units = _emit(const_index(value), null)
-            if len(code_units) > 2 * (end - start):
-                return False
-            raw[2 * start:2 * end] = code_units + _NOP_UNIT * (end - start - len(code_units) // 2)
-            self.names += 1
-            return True
-
-        for site in parsed.sites:
+        ops, args = rewrite.ops, rewrite.args
+        locals_bound: dict[int, object] = {}  # local slot -> the frozen module an import bound it to
+        for site in rewrite.parsed.sites:
             if ops[site] == _IMPORT_NAME:
-                changed |= self._imports(code, parsed, site, space, put)
+                locals_bound.update(rewrite.imports(site))
                 continue
             start, end, _, arg = _at(ops, args, site)
             name, null = code.co_names[arg >> 1], bool(arg & 1)
@@ -244,68 +228,138 @@ class _Freezer:
                 value = builtins[name]
             else:
                 continue  # unbound now: a NameError stays a NameError
-            # `ir.primitive_counts`: an attribute of a frozen module, read off its dict (LOAD_ATTR,
-            # after a LOAD_GLOBAL with or without NULL -- 3.11 calls an imported module's function
-            # so -- or LOAD_METHOD, after one without), unless something jumps to the attribute read
-            while type(value) is types.ModuleType and id(value) in self.modules and end < len(ops):
-                nstart, nend, nop, narg, nreal = _from(ops, args, end)
-                if not (nop == _LOAD_ATTR or (nop == _LOAD_METHOD and not null)):
-                    break
-                attr = code.co_names[narg]
-                if not self._fixed(value, attr):
-                    break
-                if targets is None:
-                    targets = _targets(code, parsed)
-                if any(unit in targets for unit in range(nstart, nreal + 1)):
-                    break
-                value, end = vars(value)[attr], nend
-                if nop == _LOAD_METHOD:  # [NULL, attribute]: what it pushes for a module's function
-                    null = True
-                    break
+            value, end, null = rewrite.chain(value, end, null)
             if _constant(value):
-                changed |= put(start, end, value, null)
-        frozen = code.replace(co_code=bytes(raw), co_consts=tuple(consts)) if changed else code
+                rewrite.put(start, end, value, null)
+        rewrite.module_locals(locals_bound)
+        frozen = rewrite.result()
         self.done[key] = frozen
         return frozen
 
-    def _imports(self, code: types.CodeType, parsed: _Parsed, site: int, space: dict, put) -> bool:
+
+class _Rewrite:
+    """One code object being rewritten (its units, its constants as they grow)."""
+
+    def __init__(self, freezer: _Freezer, code: types.CodeType, consts: list, space: dict) -> None:
+        self.freezer, self.code, self.consts, self.space = freezer, code, consts, space
+        self.parsed = _parsed(code)
+        self.ops, self.args = self.parsed.ops, self.parsed.args
+        self.raw = bytearray(code.co_code)
+        self.added: dict[int, int] = {}
+        self.changed = consts != list(code.co_consts)
+        self._targets = None
+
+    def result(self) -> types.CodeType:
+        return self.code.replace(co_code=bytes(self.raw), co_consts=tuple(self.consts)) if self.changed else self.code
+
+    def put(self, start: int, end: int, value, null: bool) -> bool:
+        """Units ``start:end`` become ``[PUSH_NULL,] LOAD_CONST value`` and ``NOP``s (same length)."""
+        if id(value) not in self.added:
+            self.added[id(value)] = len(self.consts)
+            self.consts.append(value)
+        units = _emit(self.added[id(value)], null)
+        if len(units) > 2 * (end - start):
+            return False
+        self.raw[2 * start:2 * end] = units + _NOP_UNIT * (end - start - len(units) // 2)
+        self.freezer.names += 1
+        self.changed = True
+        return True
+
+    def chain(self, value, end: int, null: bool):
+        """Fold the attribute reads that follow a read of ``value`` ending at unit ``end``
+        (``ir.primitive_counts``: LOAD_ATTR, with or without a NULL below -- 3.11 calls an
+        imported module's function so -- or LOAD_METHOD without one) while ``value`` is a
+        frozen module whose attribute is fixed and nothing jumps to the read.
+        Returns (value, end, null) for what the folded instructions push."""
+        ops, args, names = self.ops, self.args, self.code.co_names
+        while type(value) is types.ModuleType and id(value) in self.freezer.modules and end < len(ops):
+            nstart, nend, nop, narg, nreal = _from(ops, args, end)
+            if not (nop == _LOAD_ATTR or (nop == _LOAD_METHOD and not null)):
+                break
+            attr = names[narg]
+            if not self.freezer.fixed(value, attr):
+                break
+            if self._targets is None:
+                self._targets = _targets(self.code, self.parsed)
+            if any(unit in self._targets for unit in range(nstart, nreal + 1)):
+                break
+            value, end = vars(value)[attr], nend
+            if nop == _LOAD_METHOD:  # [NULL, attribute]: what it pushes for a module's function
+                null = True
+                break
+        return value, end, null
+
+    def imports(self, site: int) -> dict:
         """Fold the ``IMPORT_FROM``s of the import statement at ``site`` (an ``IMPORT_NAME``):
         ``from m import a`` and ``import m.a as a`` inside a function find ``m`` in ``sys.modules``
         (which learner code can change) each time they run; each becomes the object ``a`` names
-        now, when ``m`` is a frozen module.  The import itself still runs, as before."""
-        ops, args = parsed.ops, parsed.args
+        now, when ``m`` is a frozen module.  The import itself still runs, as before.  Returns
+        {local slot: module} for each frozen module the statement stores in a local."""
+        ops, args, code = self.ops, self.args, self.code
         start, end, _, arg = _at(ops, args, site)
         if start < 2 or ops[start - 1] != _LOAD_CONST:
-            return False
+            return {}
         before, _, _, fromlist = _at(ops, args, start - 1)
         if before < 1 or ops[before - 1] != _LOAD_CONST:
-            return False  # not [LOAD_CONST level, LOAD_CONST fromlist, IMPORT_NAME]: left as it is
+            return {}  # not [LOAD_CONST level, LOAD_CONST fromlist, IMPORT_NAME]: left as it is
         level, fromlist = code.co_consts[_at(ops, args, before - 1)[3]], code.co_consts[fromlist]
         name = code.co_names[arg]
         try:
-            name = importlib.util.resolve_name("." * level + name, space.get("__package__")) if level else name
+            name = importlib.util.resolve_name("." * level + name, self.space.get("__package__")) if level else name
         except (ImportError, ValueError, TypeError):
-            return False
-        module = self.by_name.get(name if fromlist is not None else name.partition(".")[0])
-        changed = False
+            return {}
+        module = self.freezer.by_name.get(name if fromlist is not None else name.partition(".")[0])
+        bound: dict = {}
         unit = end
+        if fromlist is None and module is not None:  # `import jax` -> the local `jax`
+            _, after, nop, narg, _ = _from(ops, args, unit)
+            if nop == _STORE_FAST:
+                bound[narg] = module
         while module is not None and unit < len(ops):
             istart, iend, op, iarg, _ = _from(ops, args, unit)
             if op != _IMPORT_FROM:
                 break
             attr = code.co_names[iarg]
-            value = vars(module)[attr] if self._fixed(module, attr) else None
+            value = vars(module)[attr] if self.freezer.fixed(module, attr) else None
             if value is not None:
-                changed |= put(istart, iend, value, False)
+                self.put(istart, iend, value, False)
             unit = iend
             _, after, nop, narg, _ = _from(ops, args, unit)
+            if nop == _STORE_FAST and type(value) is types.ModuleType and id(value) in self.freezer.modules:
+                bound[narg] = value  # `from jax._src import pjit` -> the local `pjit`
             if fromlist is not None and nop in _STORE_ANY:  # from m import a, b: the module stays on the stack
                 unit = after
             elif fromlist is None and nop == _SWAP and narg == 2 and ops[after] == _POP_TOP:
                 module, unit = value, after + 1  # import m.a.b as c: on to `a`
             else:
                 break
-        return changed
+        return bound
+
+    def module_locals(self, bound: dict) -> None:
+        """A local that an import inside the function binds to a frozen module, and that nothing
+        else assigns or deletes, is that module wherever it is read: fold the attribute reads
+        off it (``from jax._src import pjit`` ... ``pjit._resolve_and_lower``) as off a global."""
+        if not bound:
+            return
+        ops, args = self.ops, self.args
+        writes: dict[int, int] = {}
+        for op in (_STORE_FAST, _DELETE_FAST):
+            for unit in _units(ops, op):
+                slot = _at(ops, args, unit)[3]
+                writes[slot] = writes.get(slot, 0) + 1
+        code = self.code
+        params = (code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & inspect.CO_VARARGS)
+                  + bool(code.co_flags & inspect.CO_VARKEYWORDS))
+        for slot, module in bound.items():
+            if writes.get(slot) != 1 or slot < params:  # a parameter has a value before the import
+                continue
+            for unit in _units(ops, _LOAD_FAST):
+                start, end, _, arg = _at(ops, args, unit)
+                if arg != slot:
+                    continue
+                value, end, null = self.chain(module, end, False)
+                if value is not module:
+                    self.put(start, end, value, null)
 
 
 def prepare(functions) -> None:
