@@ -7,24 +7,69 @@ back.  Version-sensitive spellings come from ``grader.jaxcompat``.
 
 from __future__ import annotations
 
+import sys
+import types
+
 from grader import jaxcompat
 
-#: id(primitive) -> (primitive, its name), for every primitive JAX's modules held before learner
-#: code existed, and those names: bound in a worker by ``grader.sandbox.pins`` (empty elsewhere)
+#: id(primitive) -> (primitive, its name), for every primitive JAX's (and Equinox's) modules held
+#: before learner code existed, and those names: bound in a worker by ``grader.sandbox.pins``
+#: (empty elsewhere), with the ids of the library modules loaded then, the libraries' folders
+#: and their package prefixes (what ``_library_defined`` recognises a module imported later by)
 _PINNED_NAMES: dict = {}
 _PINNED_NAME_SET: frozenset = frozenset()
+_PINNED_MODULES: frozenset = frozenset()
+_LIBRARY_DIRS: tuple = ()
+_LIBRARY_PREFIXES: tuple = ((), ())
+#: id(primitive) -> primitive: primitives a library module imported later defines, once found
+_LATE = types.SimpleNamespace(known={})
+
+
+class ForeignPrimitive(Exception):
+    """A jaxpr holds a primitive no library defined: the learner's code made it (with
+    ``jax.extend.core.Primitive``), and what it does inside cannot be seen."""
 
 
 def primitive_name(primitive) -> str:
     """A primitive's name as JAX gave it, read from the table pinned before learner code (so
-    renaming ``scan_p`` changes nothing); a primitive made later keeps its own name unless it
-    takes one of JAX's, which it then cannot pass for."""
+    renaming ``scan_p`` changes nothing).  A primitive that a library module imported later
+    defines keeps its own name; one that no library defined -- the learner's code made it, and
+    could hide a loop or a whole computation inside it behind one equation -- raises
+    ``ForeignPrimitive``: every structural reading of the program fails, saying why."""
     entry = _PINNED_NAMES.get(id(primitive))  # the table holds each primitive: its id is its own
     if entry is not None:
         return entry[1]
     name = primitive.name
     name = name if type(name) is str else "?"
+    if not _PINNED_NAMES:  # not in a worker (the trusted side, a test): no table to judge by
+        return name
+    if _LATE.known.get(id(primitive)) is not primitive and not _library_defined(primitive):
+        raise ForeignPrimitive(
+            f"the program holds the primitive `{name[:60]}`, which your code made (jax.extend.core.Primitive): "
+            f"what it does inside cannot be seen, so the program's structure cannot be judged; write it "
+            f"with JAX's own operations")
     return f"{name} (not JAX's own)" if name in _PINNED_NAME_SET else name
+
+
+def _library_defined(primitive) -> bool:
+    """Whether a library module imported after the pin (``jax.experimental.sparse``, say) holds
+    ``primitive`` as one of its globals, that module being a library file's: one of its
+    functions, whose globals are that module's, comes from the library's folder (a module the
+    learner's code put together has none -- making one is an accusation of the guard)."""
+    exact, prefixes = _LIBRARY_PREFIXES
+    for name, module in list(sys.modules.items()):
+        if id(module) in _PINNED_MODULES or not (name in exact or name.startswith(prefixes)):
+            continue
+        space = getattr(module, "__dict__", None)
+        if type(space) is not dict or not any(value is primitive for value in list(space.values())):
+            continue
+        for value in list(space.values()):
+            if type(value) is types.FunctionType and value.__globals__ is space:
+                file = value.__code__.co_filename
+                if type(file) is str and file.startswith(_LIBRARY_DIRS):
+                    _LATE.known[id(primitive)] = primitive
+                    return True
+    return False
 
 
 def tally(items) -> dict:
@@ -47,6 +92,7 @@ def walk_equations(jaxpr):
     while stack:
         j = stack.pop()
         for eqn in j.eqns:
+            primitive_name(eqn.primitive)  # a primitive of the learner's: ForeignPrimitive
             yield eqn
             for sub in jaxcompat.jaxprs_in_params(eqn.params):
                 stack.append(_inner(sub))
@@ -85,9 +131,40 @@ def largest_value(jaxpr) -> dict:
                 if entry not in avals:
                     avals.append(entry)
         for eqn in j.eqns:
+            primitive_name(eqn.primitive)  # a primitive of the learner's could hide any value: ForeignPrimitive
             stack.extend(_inner(sub) for sub in jaxcompat.jaxprs_in_params(eqn.params))
     names = [name for _, name in sorted(avals, key=lambda e: e[0])]  # stable: floats first, else first seen
     return {"elements": elements, "aval": names[0] if names else "", "avals": names}
+
+
+def identity(program) -> tuple:
+    """Who is who in a traced program: the identity of every object that makes up ``program``
+    (a ``ClosedJaxpr`` or ``Jaxpr``) and its nested jaxprs -- equations, their primitives,
+    parameter dicts and values, variables.  JAX never changes these objects once made (it makes
+    new ones: ``replace``), so two reads that differ mean the program was rewritten in place
+    between them (``grader.probes.generic.traced_run``)."""
+    jaxpr_type, closed_type = jaxcompat._JAXPR_TYPES or jaxcompat.jaxpr_types()
+    out = []
+    todo = [program]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, closed_type):
+            inner = item.jaxpr
+            out.append((id(item), id(inner), id(item.consts)))
+            todo.append(inner)
+            continue
+        eqns = item.eqns
+        out.append((id(item), id(eqns), len(eqns), id(item.invars), id(item.outvars)))
+        for eqn in eqns:
+            params = eqn.params
+            values = tuple(params.values())
+            out.append((id(eqn), id(eqn.primitive), id(params), tuple(map(id, values)),
+                        tuple(map(id, eqn.invars)), tuple(map(id, eqn.outvars))))
+            for value in values:
+                for sub in value if isinstance(value, tuple) else (value,):
+                    if isinstance(sub, (jaxpr_type, closed_type)):
+                        todo.append(sub)
+    return tuple(out)
 
 
 def jaxpr_summary(jaxpr) -> dict:

@@ -55,7 +55,7 @@ from grader.results import (
     ExerciseResult,
     RunResult,
 )
-from grader.sandbox import install, memo, scratch
+from grader.sandbox import install, memo, outcomes, scratch
 from grader.sandbox import user as sandbox_user
 from grader.sandbox.client import SUBMISSION_FAILURES, Sandbox, Zygote, probes_of_exercise, take_spare_zygote
 from grader.sandbox.outcomes import REFUSALS, Refusal
@@ -514,9 +514,11 @@ def _apply_integrity(ex: Exercise, checks: list[CheckResult], reasons: tuple[str
     (each reason names what it did, with its file and line: ``grader.sandbox.guard``)."""
     if not reasons:
         return checks
+    # an accusation that makes JAX compile something else than what was traced voids the values too
+    every = any(r.startswith(outcomes.VOIDS_EVERY_CHECK) for r in reasons)
     out = []
     for spec, result in zip(ex.checks, checks):
-        if spec.measured and result.status not in (NOT_RUN, ERROR):
+        if (spec.measured or every) and result.status not in (NOT_RUN, ERROR):
             result = dataclasses.replace(
                 result, status=INTEGRITY, score=0,
                 message="not scored: your code " + "; ".join(reasons[:3]) + " -- an action aimed at the grader or "

@@ -382,20 +382,65 @@ def test_sealed_grader_classes_refuse_every_change_to_their_attributes():
     assert module.rec.to_plain() == "real" and module.rec.note == 1
 
 
-def test_a_primitive_is_named_as_jax_named_it_before_learner_code(monkeypatch):
+def test_a_primitive_is_named_as_jax_named_it_and_one_of_the_learners_hides_nothing(monkeypatch):
     """``grader.ir.primitive_name`` reads the table ``grader.sandbox.pins`` binds: a renamed
-    pinned primitive keeps its name; a later one cannot take a pinned name."""
+    pinned primitive keeps its name; a primitive a library module imported later defines keeps
+    its own; one that no library module defines (the learner's code made it, and could hide a
+    loop behind one equation) raises ``ForeignPrimitive``, in every walk of a jaxpr."""
+    import sys
     import types as _types
 
+    import jax
     from jax.extend.core import Primitive
 
     from grader import ir
 
-    pinned, later, own = Primitive("scan"), Primitive("scan"), Primitive("learners_op")
+    pinned, own = Primitive("scan"), Primitive("learners_op")
+    late = Primitive("late_op")
+    module = _types.ModuleType("jax._fake_late_module")  # imported after the pin, from JAX's folder
+    exec(compile("def helper():\n    return 1\n", jax.__file__, "exec"), vars(module))
+    module.late_p = late
+    monkeypatch.setitem(sys.modules, module.__name__, module)
     monkeypatch.setattr(ir, "_PINNED_NAMES", _types.MappingProxyType({id(pinned): (pinned, "scan")}))
     monkeypatch.setattr(ir, "_PINNED_NAME_SET", frozenset({"scan"}))
+    monkeypatch.setattr(ir, "_LIBRARY_DIRS", (jax.__file__.rsplit("/", 1)[0] + "/",))
+    monkeypatch.setattr(ir, "_LIBRARY_PREFIXES", (("jax",), ("jax.",)))
+    monkeypatch.setattr(ir, "_LATE", _types.SimpleNamespace(known={}))
     pinned.name = "mapped"
     assert ir.primitive_name(pinned) == "scan"
-    assert ir.primitive_name(later) == "scan (not JAX's own)"
-    assert ir.primitive_name(own) == "learners_op"
+    assert ir.primitive_name(late) == "late_op"
+    with pytest.raises(ir.ForeignPrimitive, match="learners_op"):
+        ir.primitive_name(own)
+    vars(module)["late_p"] = own  # a learner's primitive put into a module whose functions are not its own
+    del vars(module)["helper"]
+    with pytest.raises(ir.ForeignPrimitive):
+        ir.primitive_name(own)
+    own.def_abstract_eval(lambda x: x)
+    closed = jax.make_jaxpr(lambda x: own.bind(x) + 1.0)(1.0)
+    for walk in (ir.primitive_counts, ir.largest_value, ir.jaxpr_summary):
+        with pytest.raises(ir.ForeignPrimitive):
+            walk(closed)
     assert ir.tally(["a", "b", "a"]) == {"a": 2, "b": 1}
+
+
+def test_a_program_rewritten_in_place_shows_in_its_identity():
+    """``grader.ir.identity`` (what ``traced_run`` compares before and after compiling) changes
+    when a ``ClosedJaxpr``'s slots are swapped for another program's, or when an equation's
+    parameters are written in place -- and not when the same program is read twice."""
+    import jax
+    import jax.numpy as jnp
+
+    from grader import ir
+
+    real = jax.make_jaxpr(lambda x: jax.lax.scan(lambda c, y: (c + y, c), 0.0, x))(jnp.ones(3))
+    decoy = jax.make_jaxpr(lambda x: (jnp.tanh(x).sum(), x))(jnp.ones(3))
+    before = ir.identity(real)
+    assert ir.identity(real) == before
+    eqn = real.jaxpr.eqns[-1]
+    body = eqn.params["jaxpr"]
+    eqn.params["jaxpr"] = decoy  # in place: the same dict
+    assert ir.identity(real) != before
+    eqn.params["jaxpr"] = body
+    assert ir.identity(real) == before
+    real._jaxpr, real._consts = decoy._jaxpr, decoy._consts
+    assert ir.identity(real) != before

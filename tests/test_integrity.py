@@ -471,6 +471,37 @@ def test_7_jaxs_objects_the_probes_read_are_pinned_before_learner_code(tmp_path)
     assert all("_sys_modules[jax.extend.core]" in r for r in integrity), integrity
 
 
+_RULE_TAMPER = SOL1 + """
+
+import jax
+from jax.interpreters import mlir as _mlir
+from jax.extend.core import Primitive as _Primitive
+
+_own = _Primitive("learners_own")  # a rule for a primitive of one's own: allowed
+_own.def_abstract_eval(lambda x: x)
+_mlir.register_lowering(_own, _mlir.lower_fun(lambda x: x, multiple_results=False))
+
+
+def tamper():
+    _mlir.register_lowering(jax.lax.sin_p, _mlir.lower_fun(jax.numpy.cos, multiple_results=False), platform="cpu")
+"""
+
+
+@pytest.mark.parametrize("when", ["import", "call"])
+def test_7_a_rule_of_jaxs_own_primitive_replaced_is_an_accusation_that_voids_every_check(course, when):
+    """``mlir.register_lowering`` for one of JAX's primitives (a lowering that compiles another
+    program than the one traced) is accused (``grader.sandbox.pins.rule_tables``, watched after
+    each request), and the accusation voids every check, the value checks too: what ran is not
+    what was traced.  A rule for a primitive of the file's own is no accusation."""
+    source = _RULE_TAMPER + ("tamper()\n" if when == "import" else
+                             "\n_seen = []\n\ndef touch():\n    tamper()\n\n\n" + _TOUCH_ONCE)
+    ex = grade_source(course, source)
+    assert any("one of its own primitives" in r and "[sin]" in r for r in ex.integrity), ex.integrity
+    assert all(c.status == "integrity" and c.score == 0 for c in ex.checks), [(c.name, c.status) for c in ex.checks]
+    clean = grade_source(course, _RULE_TAMPER)
+    assert not clean.integrity and clean.score == clean.max_score, (clean.integrity, clean.score)
+
+
 def test_7_an_accusation_names_its_file_and_line_in_every_report_format(course, tmp_path):
     from rich.console import Console
 

@@ -59,7 +59,8 @@ def traced_run(fn, *args) -> TracedRun:
 
     ``jax.jit(fn).trace(*args)`` gives the jaxpr; ``.lower().compile()`` of the same trace gives
     the executable whose outputs are returned: the checked numbers are those of the checked
-    program, whatever ``fn`` does when it is called on concrete arrays.  Exceptions are kept,
+    program, whatever ``fn`` does when it is called on concrete arrays -- and the program's
+    objects must be the same ones after compiling as before (``ir.identity``).  Exceptions are kept,
     not raised, so a check can say which stage failed (``NotImplementedError`` -- a stub --
     propagates)."""
     try:
@@ -68,13 +69,25 @@ def traced_run(fn, *args) -> TracedRun:
         raise
     except Exception as exc:  # noqa: BLE001 - measured, not judged
         return TracedRun(error=exc)
+    jaxpr = traced.jaxpr
+    before = ir.identity(jaxpr)
     try:
         outputs = _block(traced.lower().compile()(*args))
     except NotImplementedError:
         raise
     except Exception as exc:  # noqa: BLE001
-        return TracedRun(jaxpr=traced.jaxpr, error=exc)
-    return TracedRun(jaxpr=traced.jaxpr, outputs=outputs)
+        return TracedRun(jaxpr=jaxpr, error=exc)
+    # code that runs while JAX lowers and compiles (a lowering rule, a monitoring listener) could
+    # rewrite the traced program in place, so that the jaxpr judged is not the one that ran
+    if traced.jaxpr is not jaxpr or ir.identity(jaxpr) != before:
+        return TracedRun(error=RewrittenProgram(
+            "the traced program was rewritten in place while JAX compiled it (JAX never changes a jaxpr "
+            "once made): what ran is not what was traced, so neither its structure nor its values count"))
+    return TracedRun(jaxpr=jaxpr, outputs=outputs)
+
+
+class RewrittenProgram(RuntimeError):
+    """A traced program changed between tracing and running (``traced_run``)."""
 
 
 def jaxpr_and_values(ctx, target: str, args: list) -> dict:

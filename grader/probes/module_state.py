@@ -4,9 +4,11 @@ A purity check that compares globals by identity, or containers by type and leng
 write made in place: ``STATE["steps"] += 1`` keeps the dict, its type and its length.  So each
 global is fingerprinted by what it contains, recursively: builtin scalars by value, builtin
 containers item by item, NumPy arrays by their bytes, and -- for classes and instances of classes
-the learner's own module defines -- their attribute dicts.  Anything else (a function, a module,
-a library object, a JAX array, which cannot change in place) is fingerprinted by identity, so
-rebinding it still shows.
+the learner's own module defines -- their attribute dicts; a library's container (a subclass of
+dict, list, tuple or set -- ``defaultdict``, ``Counter``, a ``NamedTuple`` --, a ``deque``, a
+``SimpleNamespace``) by what it holds, read with the builtin type's own methods.  Anything else
+(a function, a module, a library object, a JAX array, which cannot change in place) is
+fingerprinted by identity, so rebinding it still shows.
 
 No learner code runs while a fingerprint is taken: types are compared exactly (a subclass of
 dict could override ``items``), attribute dicts are read through the C-level ``__dict__``
@@ -17,6 +19,7 @@ and length, so a huge global costs little and still shows a rebinding.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import types
 
@@ -29,6 +32,8 @@ _SEQUENCES = (list, tuple)
 _SETS = (set, frozenset)
 _GETSET = types.GetSetDescriptorType
 _ndarray = np.ndarray
+_deque = collections.deque
+_namespace_dict = types.SimpleNamespace.__dict__["__dict__"].__get__
 
 
 class _Budget:
@@ -82,7 +87,12 @@ def fingerprint(value, owner: str, budget: _Budget | None = None, depth: int = 0
         return ("ndarray", value.dtype.str, value.shape, digest)
     own = _own_dict(value, owner) if t is not types.ModuleType else None
     if own is None:
-        return ("id", t.__name__, id(value))
+        inside = _builtin_contents(value, t) if t is not types.ModuleType else None
+        if inside is None:
+            return ("id", t.__name__, id(value))
+        # a library's container (defaultdict, OrderedDict, Counter, deque, SimpleNamespace, a
+        # NamedTuple): written in place as easily as a dict, so read by content too
+        return ("contents", t.__name__, id(value), fingerprint(inside, owner, budget, depth + 1))
     attrs = [(k, v) for k, v in list(own.items()) if type(k) is str and not k.startswith("__")]
     inside = _builtin_contents(value, t)
     return ("attrs", id(value), tuple((k, fingerprint(v, owner, budget, depth + 1)) for k, v in attrs),
@@ -99,6 +109,12 @@ def _builtin_contents(value, t):
         return list.copy(value)
     if tuple in mro:
         return tuple.__getitem__(value, slice(None))
+    if _deque in mro:
+        return list(_deque.__iter__(value))
+    if set in mro or frozenset in mro:
+        return tuple(sorted(repr(fingerprint(v, "", _Budget(50))) for v in (set if set in mro else frozenset).__iter__(value)))
+    if types.SimpleNamespace in mro:
+        return list(dict.items(_namespace_dict(value)))
     return None
 
 

@@ -451,7 +451,13 @@ def freeze(modules: dict, functions) -> int:
     return freezer.names
 
 
-def library(prefixes: tuple = ("jax", "jaxlib")) -> tuple[dict, list]:
+#: the packages whose code a JAX worker freezes before learner code exists, and whose
+#: primitives and rules ``grader.sandbox.pins`` pins: the probes measure through them (tracing,
+#: lowering, compiling, cost analysis; exercise 7's reference optimizer; Equinox's primitives)
+LIBRARIES = ("jax", "jaxlib", "optax", "equinox")
+
+
+def library(prefixes: tuple = LIBRARIES) -> tuple[dict, list]:
     """The loaded modules of the packages ``prefixes`` (name -> module), and every live function
     whose globals are one of theirs: found through the garbage collector, so a function only a
     decorator, a registry or a closure holds is among them too, and so are the names it assigns

@@ -185,14 +185,14 @@ class Watch:
     ``changes()`` (a closure, made here) returns the accusations so far, as JSON objects
     like the guard's violations: one per changed name, each reported once."""
 
-    def __init__(self, modules: dict, sandbox: str = "") -> None:
+    def __init__(self, modules: dict, sandbox: str = "", tables: list = ()) -> None:
         builder = _Builder(modules)
         builder.build(modules)
-        self.changes = _closure(builder, sandbox.rstrip("/") + "/" if sandbox else "")
-        self.size = builder.entries
+        self.changes = _closure(builder, sandbox.rstrip("/") + "/" if sandbox else "", tuple(tables))
+        self.size = builder.entries + sum(len(t[3]) for t in tables)
 
 
-def _closure(builder: _Builder, sandbox: str):
+def _closure(builder: _Builder, sandbox: str, tables: tuple = ()):
     exact = tuple(builder.exact)
     kept = tuple(builder.kept)
     functions = tuple(builder.functions)
@@ -206,6 +206,7 @@ def _closure(builder: _Builder, sandbox: str):
     kwdefaults_of = types.FunctionType.__kwdefaults__.__get__
     cell_contents = types.CellType.cell_contents.__get__
     ValueError_ = ValueError
+    dict_type = dict
     encode = _encode
     accusations: list[bytes] = []
     reported: set = set()
@@ -230,13 +231,35 @@ def _closure(builder: _Builder, sandbox: str):
             file = file[len_(sandbox):]
         return file, code.co_firstlineno
 
-    def accuse(label: str, now) -> None:
+    def accuse(label: str, now, kind: bytes = b"grader_rebind") -> None:
         if label in reported:
             return
         reported.add(label)
         file, line = defined_at(now)
-        accusations.append(b'{"kind":"grader_rebind","what":%s,"file":%s,"line":%d}' % (
-            encode(label).encode("ascii"), encode(file).encode("ascii"), line))
+        accusations.append(b'{"kind":"%s","what":%s,"file":%s,"line":%d}' % (
+            kind, encode(label).encode("ascii"), encode(file).encode("ascii"), line))
+
+    def table_changes(label, table, key_names, snapshot, strict) -> None:
+        """JAX's entries for its own primitives (``grader.sandbox.pins.rule_tables``): each
+        still there, the same object; ``strict``: none added either."""
+        if type_(table) is not dict_type and not isinstance_(table, dict_type):
+            return
+        present = 0
+        for key, value in dict_items(table):
+            k = id_(key)
+            name = key_names.get(k, empty)
+            if name is empty:
+                continue  # a key of the learner's, or one JAX added for a primitive made later
+            was = snapshot.get(k, empty)
+            if was is empty:
+                if strict:
+                    accuse(label + "[" + name + "]", value, b"jax_rule")
+                continue
+            present += 1
+            if value is not was:
+                accuse(label + "[" + name + "]", value, b"jax_rule")
+        if present != len_(snapshot):
+            accuse(label, None, b"jax_rule")
 
     def name_of(label: str, key) -> str:
         return label + "." + key if type_(key) is str_ else label + ".<a key that is not a string>"
@@ -303,6 +326,8 @@ def _closure(builder: _Builder, sandbox: str):
 
     def changes() -> list:
         """Every change found so far (this request's and earlier ones')."""
+        for entry in tables:
+            table_changes(*entry)
         for entry in exact:
             namespace_changes(*entry)
         for label, container, kind, snap in kept:

@@ -83,7 +83,15 @@ ACCUSATIONS: dict[str, str] = {
     "meter_rebind": "replaced a JAX cache function the grader counts compilations with",
     "grader_rebind": ("changed the grader's own code or data in the sandbox (a module global, a class attribute, "
                       "a function's defaults, code or closure, reached through the class graph)"),
+    "jax_rule": ("replaced, removed or added a rule JAX registered for one of its own primitives (a lowering, "
+                 "differentiation or batching rule: mlir.register_lowering, ad.primitive_jvps, ...) or changed "
+                 "such a primitive (its impl or abstract evaluation), so that what JAX compiles is not what "
+                 "it traced"),
 }
+
+#: Accusations (their words' start) that void every check, not only the measured ones: the
+#: program JAX ran was not the one it traced, so returned values prove nothing either.
+VOIDS_EVERY_CHECK: tuple[str, ...] = (ACCUSATIONS["jax_rule"],)
 
 #: Why a measured number could not be taken (not an accusation: the checks that need it
 #: fail and say so).

@@ -28,18 +28,23 @@ through their modules' globals is frozen earlier, in the zygote (``grader.sandbo
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 
 from grader.sandbox.frames import resolve_object
+from grader.sandbox.freeze import LIBRARIES
 
 
-def _jax_modules():
-    for name, module in list(sys.modules.items()):
-        if name == "jax" or name.startswith(("jax.", "jaxlib.")):
-            space = getattr(module, "__dict__", None)
-            if type(space) is dict:
-                yield space
+def _library_modules():
+    """(name, module) for every loaded module of ``grader.sandbox.freeze.LIBRARIES``."""
+    for name, module in sorted(sys.modules.items()):
+        if name in LIBRARIES or name.startswith(_PREFIXES):
+            if type(getattr(module, "__dict__", None)) is dict:
+                yield name, module
+
+
+_PREFIXES = tuple(p + "." for p in LIBRARIES)
 
 
 def _family(classes) -> list:
@@ -64,14 +69,56 @@ def pin(modules: dict) -> dict:
     jaxcompat, freeze = modules["grader.jaxcompat"], modules["grader.sandbox.freeze"]
     primitive = jaxcompat.primitive_class()
     names = {}
-    for space in _jax_modules():
-        for value in list(space.values()):
+    loaded = list(_library_modules())
+    for _, module in loaded:
+        for value in list(vars(module).values()):
             if isinstance(value, primitive):
                 names[id(value)] = (value, value.name)
     classes = _family(c for c in (resolve_object(*s.split(":")) for s in jaxcompat.MEASURED_CLASSES)
                       if isinstance(c, type))
     if "grader.ir" in modules:  # loaded with every probe that reads a jaxpr
+        dirs = tuple(os.path.dirname(m.__file__) + os.sep for n, m in loaded
+                     if n in LIBRARIES and type(getattr(m, "__file__", None)) is str)
         vars(modules["grader.ir"]).update(_PINNED_NAMES=types.MappingProxyType(names),
-                                          _PINNED_NAME_SET=frozenset(name for _, name in names.values()))
+                                          _PINNED_NAME_SET=frozenset(name for _, name in names.values()),
+                                          _PINNED_MODULES=frozenset(id(m) for _, m in loaded),
+                                          _LIBRARY_DIRS=dirs, _LIBRARY_PREFIXES=(LIBRARIES, _PREFIXES))
     vars(jaxcompat).update(_JAXPR_TYPES=jaxcompat.jaxpr_types())
-    return {"primitives": len(names), "classes": freeze.seal(classes)}
+    return {"primitives": len(names), "classes": freeze.seal(classes), "rules": rule_tables(names)}
+
+
+def rule_tables(names: dict) -> list:
+    """What JAX registered for its own primitives, for ``grader.sandbox.namespaces.Watch`` to
+    hold fixed: ``(label, table, key names, snapshot, strict)`` for every dict a JAX module holds
+    (or dict of dicts: ``mlir._platform_specific_lowerings``) whose keys include primitives of
+    ``names`` (the pinned ones: id -> (primitive, name)) -- the lowering, differentiation,
+    batching, partial-evaluation and discharge rules, found by what they hold, not from a list --
+    and, for each pinned primitive, its own attributes (``impl``, ``abstract_eval``, ...).  JAX
+    fills the tables when its modules are imported.  No honest file replaces, removes or *adds*
+    (``strict``) a rule of a primitive JAX defined -- a primitive of its own, or one a module
+    imported later defines, is not held -- while ``register_lowering(pallas_call_p, ...)``
+    showed a probe one program and compiled another."""
+    prim_names = {k: name for k, (_, name) in names.items()}
+    tables, seen = [], set()
+
+    def add(label: str, table) -> None:
+        if id(table) in seen or not isinstance(table, dict):
+            return
+        snapshot = {id(k): v for k, v in list(table.items()) if id(k) in prim_names}
+        if snapshot:
+            seen.add(id(table))
+            tables.append((label, table, prim_names, snapshot, True))
+
+    for name, module in _library_modules():
+        for key, value in list(vars(module).items()):
+            if isinstance(value, dict) and value:
+                add(f"{name}.{key}", value)
+                for inner_key, inner in list(value.items()):
+                    if isinstance(inner, dict):
+                        add(f"{name}.{key}[{inner_key!r}]", inner)
+    for prim, name in names.values():
+        space = getattr(prim, "__dict__", None)
+        if type(space) is dict:
+            tables.append((f"the primitive {name}", space, {id(k): k for k in space},
+                           {id(k): v for k, v in space.items()}, False))
+    return tables

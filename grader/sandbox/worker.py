@@ -61,9 +61,6 @@ import resource
 
 FD_REQUESTS, FD_ANSWERS = 1000, 1001  # protocol descriptors, away from the low numbers code reuses
 MAX_LINE = 64 << 20
-#: the packages whose code a JAX worker freezes before learner code exists: the probes measure
-#: through them (tracing, lowering, compiling, cost analysis; exercise 7's reference optimizer)
-LIBRARIES = ("jax", "jaxlib", "optax", "equinox")
 
 
 def _limit_resources() -> None:
@@ -331,7 +328,7 @@ def import_harness() -> None:
     # the libraries' own code frozen too (grader.sandbox.freeze.library): a JAX function that calls
     # another through its module no longer finds a replacement the learner put there.  Before the
     # guard's frame consumers are built: it knows them by code object.
-    freeze.freeze(*freeze.library(LIBRARIES))
+    freeze.freeze(*freeze.library())
     guard.prepare()  # the frame consumers, built once from the live objects (a zygote's workers share them)
     freeze.prepare(namespaces.grader_code(_grader_modules())[0])  # the grader's code parsed once, likewise
 
@@ -417,8 +414,9 @@ def serve(chan: _Channel) -> None:
     seccomp.install()  # before the guard, which refuses ctypes
     # the grader's global reads become constants: a name rebound in its modules changes nothing
     # it calls, even when put back before the snapshot below is compared (grader.sandbox.freeze)
+    rules = []
     if not no_jax:  # JAX's classes and primitive names the probes read: pinned, then frozen in (grader.sandbox.pins)
-        pins.pin(grader_modules)
+        rules = pins.pin(grader_modules)["rules"]
     functions, classes = namespaces.grader_code(grader_modules)
     freeze.freeze(grader_modules, functions)
     freeze.seal(classes)  # and a grader class's attributes can no longer be set, even for a moment
@@ -426,8 +424,9 @@ def serve(chan: _Channel) -> None:
     guard.install(guard_roots, violations, refusals, trusted_codes=(_answer_loop.__code__,), forbidden_code=forbidden)
     # the grader's modules as they are now, compared after every request (their objects stay
     # reachable through the class graph: grader.sandbox.namespaces)
-    watch = namespaces.Watch(grader_modules, sandbox_dir)
-    del grader_modules
+    # and JAX's rules for its own primitives (grader.sandbox.pins.rule_tables)
+    watch = namespaces.Watch(grader_modules, sandbox_dir, rules)
+    del grader_modules, rules
     _serve_requests(chan.buf, key, meter, watch.changes, violations, refusals, module_path, plaindata, _context,
                     guard_roots)
 

@@ -161,6 +161,12 @@ def judge_jacobian_cost(got: list[dict], truth: list[dict], cases: list[dict]) -
                         "jacobian computes through a host callback, whose work XLA's cost analysis cannot see",
                         "compute the Jacobian with jax.jacfwd or jax.jacrev inside the traced program",
                         measured=str(res["opaque"]))
+        if res.get("while_loops"):
+            raise _fail("jacobian runs a while loop: XLA's cost analysis counts one trip of a loop whose trip "
+                        "count it cannot see, so its cost cannot be measured",
+                        "jacobian computes in a while loop, whose work XLA's cost analysis counts only once",
+                        "compute the Jacobian with jax.jacfwd or jax.jacrev (a loop with a fixed length, "
+                        "lax.map or lax.scan, is counted in full)", measured=f"{res['while_loops']} while loop(s)")
         best = min(costs["jacfwd"], costs["jacrev"])
         flops = res["flops"]
         if flops > COST_SLACK * best:

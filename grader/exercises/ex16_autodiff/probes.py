@@ -144,6 +144,7 @@ def jacobian_values(ctx, cases: list) -> list:
             try:
                 counts = ir.primitive_counts(_make_jaxpr(lambda x, f=f: fn(f, x))(x))
                 res["opaque"] = sorted(p for p in counts if p in OPAQUE_PRIMITIVES)
+                res["while_loops"] = counts.get("while", 0)  # XLA counts one trip of a loop it cannot bound
                 res.update(_cost(jitted, x))
             except Exception as exc:  # noqa: BLE001
                 res["cost_error"] = _first_line(exc)
