@@ -49,7 +49,9 @@ learner's code of an action aimed at the grader or its meter (code claiming a li
 file name, a swapped ``__code__``, one of the grader's frames, ...), every measured check
 of the exercise scores 0, because what was measured in that process can no longer be
 trusted; checks that only compare returned values with the grader's own reference keep
-their verdict.  What the guard refuses quietly (a subprocess, a gc walk, ...) costs
+their verdict -- except after an accusation that JAX compiled another program than it traced
+(a rule of one of JAX's own primitives replaced: ``outcomes.VOIDS_EVERY_CHECK``), which voids
+every check.  What the guard refuses quietly (a subprocess, a gc walk, ...) costs
 nothing by itself.
 
 Public checks carry no points: learners can read them, so a submission tuned to their

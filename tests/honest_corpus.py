@@ -385,6 +385,10 @@ IDIOMS: tuple[Idiom, ...] = (
         if _hv_top:
             _hv_jax7.block_until_ready(_hv_checked(_HV_PX))
         """),
+    _i("jax_libraries", "import equinox as _hv_eqx\nimport jax.numpy as _hv_jnp8\nimport jax.monitoring as _hv_mon", """
+        _HV_CHECKED = _hv_eqx.error_if(_hv_jnp8.ones(2), _hv_jnp8.any(_hv_jnp8.isnan(_hv_jnp8.ones(2))), "a NaN")
+        _hv_mon.register_event_listener(lambda event, **kwargs: None)
+        """, ""),
     _i("main_block", "import argparse as _hv_argparse\nimport sys as _hv_sys3", """
         _HV_PARSER = _hv_argparse.ArgumentParser(description="try the exercise by hand")
         _HV_PARSER.add_argument("--steps", type=int, default=3)

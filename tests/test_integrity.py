@@ -467,8 +467,10 @@ def test_7_jaxs_objects_the_probes_read_are_pinned_before_learner_code(tmp_path)
     assert log["cost_analysis"].startswith("refused") and "immutable type" in log["cost_analysis"], log
     assert log["name property"].startswith("refused"), log
     assert log["rename"] == log["sys.modules"] == log["Counter"] == "done", log  # allowed, and harmless
-    # a module JAX had loaded, replaced in sys.modules, is a lasting change of what the grader holds
-    assert all("_sys_modules[jax.extend.core]" in r for r in integrity), integrity
+    # a module JAX had loaded, replaced in sys.modules, is a lasting change of what the grader holds,
+    # and a renamed primitive of JAX's a change of JAX's own (grader.sandbox.pins.rule_tables)
+    assert any("_sys_modules[jax.extend.core]" in r for r in integrity), integrity
+    assert any("`the primitive scan[name]`" in r for r in integrity), integrity
 
 
 _RULE_TAMPER = SOL1 + """

@@ -70,6 +70,9 @@ CONSUMERS: tuple[tuple, ...] = (
     ("jax._src.traceback_util", "_is_under_reraiser"),
     ("jax._src.lazy_loader", "attach"),
     ("numpy.matrixlib.defmatrix", "bmat"),
+    # eqx.error_if records which of Equinox's jit wrappers it runs under (a bytes marker in
+    # their locals) and the user's frames as text, for its runtime error message
+    ("equinox._errors", "branched_error_if_impl"),
     ("numpy.lib._index_tricks_impl", "AxisConcatenator.__getitem__"),
     # JAX's persistent compile cache takes a file lock, and filelock keeps its own frame in
     # the lock's per-thread state while it acquires: counted as JAX's, with filelock pinned
