@@ -159,12 +159,25 @@ def identity(program) -> tuple:
             params = eqn.params
             values = tuple(params.values())
             out.append((id(eqn), id(eqn.primitive), id(params), tuple(map(id, values)),
+                        tuple(_content(v, jaxpr_type, closed_type) for v in values),
                         tuple(map(id, eqn.invars)), tuple(map(id, eqn.outvars))))
             for value in values:
                 for sub in value if isinstance(value, tuple) else (value,):
                     if isinstance(sub, (jaxpr_type, closed_type)):
                         todo.append(sub)
     return tuple(out)
+
+
+def _content(value, jaxpr_type, closed_type):
+    """A parameter's hash: JAX's parameters are hashable values (a frozen dataclass such as a
+    Pallas call's ``GridMapping`` hashes its fields), so one changed in place under its identity
+    (``object.__setattr__``) shows; jaxprs are walked instead, unhashable values count by identity."""
+    if isinstance(value, (jaxpr_type, closed_type)):
+        return None
+    try:
+        return hash(value)
+    except Exception:  # noqa: BLE001 - unhashable: its identity above is all there is
+        return None
 
 
 def jaxpr_summary(jaxpr) -> dict:

@@ -72,6 +72,10 @@ MEASURED_CLASSES = (
     "jax._src.core:Var", "jax._src.core:Literal", "jax._src.core:ShapedArray",
     "jax._src.stages:Traced", "jax._src.stages:Lowered", "jax._src.stages:Compiled",
     "jax._src.interpreters.pxla:MeshComputation", "jax._src.interpreters.pxla:MeshExecutable",
+    # what the probes read off arrays, shardings and meshes (``block_until_ready``, ``nbytes``,
+    # ``devices_indices_map``, ``shard_shape``) and off a Pallas call's parameters
+    "jax._src.array:ArrayImpl", "jax._src.sharding:Sharding", "jax._src.mesh:Mesh", "jax._src.mesh:AbstractMesh",
+    "jax._src.pallas.core:GridMapping", "jax._src.pallas.core:BlockMapping", "jax._src.pallas.core:BlockSpec",
 )
 
 _JAXPR_TYPES: tuple = ()  # (Jaxpr, ClosedJaxpr): bound in a worker before learner code (grader.sandbox.pins)
@@ -82,6 +86,13 @@ def jaxpr_types() -> tuple:
     from jax.extend.core import ClosedJaxpr, Jaxpr  # jax >= 0.5
 
     return Jaxpr, ClosedJaxpr
+
+
+def literal_class() -> type:
+    """JAX's class of a jaxpr's literal operands."""
+    from jax.extend.core import Literal
+
+    return Literal
 
 
 def primitive_class() -> type:
@@ -110,8 +121,8 @@ def shard_map_checks_vma(params) -> bool:
     ``check_vma`` parameter (``check_rep`` before JAX 0.6, where the idea was called replication
     checking)."""
     for name in ("check_vma", "check_rep"):
-        if name in params:
-            return bool(params[name])
+        if name in params:  # exactly True: an object of the learner's could answer bool() as it likes
+            return params[name] is True
     raise KeyError("a shard_map equation without check_vma or check_rep: update grader.jaxcompat")
 
 

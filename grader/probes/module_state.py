@@ -6,7 +6,7 @@ global is fingerprinted by what it contains, recursively: builtin scalars by val
 containers item by item, NumPy arrays by their bytes, and -- for classes and instances of classes
 the learner's own module defines -- their attribute dicts; a library's container (a subclass of
 dict, list, tuple or set -- ``defaultdict``, ``Counter``, a ``NamedTuple`` --, a ``deque``, a
-``SimpleNamespace``) by what it holds, read with the builtin type's own methods.  Anything else
+``SimpleNamespace`` or ``argparse.Namespace``) by what it holds, read with the builtin type's own methods.  Anything else
 (a function, a module, a library object, a JAX array, which cannot change in place) is
 fingerprinted by identity, so rebinding it still shows.
 
@@ -19,6 +19,7 @@ and length, so a huge global costs little and still shows a rebinding.
 
 from __future__ import annotations
 
+import argparse
 import collections
 import hashlib
 import types
@@ -115,6 +116,12 @@ def _builtin_contents(value, t):
         return tuple(sorted(repr(fingerprint(v, "", _Budget(50))) for v in (set if set in mro else frozenset).__iter__(value)))
     if types.SimpleNamespace in mro:
         return list(dict.items(_namespace_dict(value)))
+    if argparse.Namespace in mro:  # an attribute bag, like SimpleNamespace
+        for d in (type.__dict__["__dict__"].__get__(k, type) for k in mro):
+            desc = d.get("__dict__")
+            if type(desc) is _GETSET:
+                inside = desc.__get__(value, t)
+                return list(dict.items(inside)) if type(inside) is dict else None
     return None
 
 

@@ -74,7 +74,8 @@ def pin(modules: dict) -> dict:
         for value in list(vars(module).values()):
             if isinstance(value, primitive):
                 names[id(value)] = (value, value.name)
-    classes = _family(c for c in (resolve_object(*s.split(":")) for s in jaxcompat.MEASURED_CLASSES)
+    classes = _family(c for c in (resolve_object(*s.split(":")) for s in jaxcompat.MEASURED_CLASSES
+                                  if s.split(":")[0] in sys.modules)  # not Pallas's where no probe loaded it
                       if isinstance(c, type))
     if "grader.ir" in modules:  # loaded with every probe that reads a jaxpr
         dirs = tuple(os.path.dirname(m.__file__) + os.sep for n, m in loaded
