@@ -443,6 +443,11 @@ _try("Counter", lambda: setattr(collections.Counter, "update",
                                                                     else [x for x in it if x != "scan"], **kw)))
 _try("cost_analysis", lambda: setattr(pxla.MeshExecutable, "cost_analysis", lambda self: {"flops": 0.0}))
 _try("name property", lambda: setattr(type(loops.scan_p), "name", property(lambda self: "mapped")))
+# make a probe's own blocking and byte counts lie, and a sharding report other blocks
+from jax._src import array as _array, sharding as _sharding
+_try("nbytes", lambda: setattr(_array.ArrayImpl, "nbytes", property(lambda self: 0)))
+_try("block_until_ready", lambda: setattr(_array.ArrayImpl, "block_until_ready", lambda self: self))
+_try("devices_indices_map", lambda: setattr(_sharding.Sharding, "devices_indices_map", lambda self, shape: {}))
 
 def mapped(x):
     return jax.lax.map(jnp.sin, x)
@@ -466,6 +471,7 @@ def test_7_jaxs_objects_the_probes_read_are_pinned_before_learner_code(tmp_path)
     assert "mapped" not in summary["primitives"], summary
     assert log["cost_analysis"].startswith("refused") and "immutable type" in log["cost_analysis"], log
     assert log["name property"].startswith("refused"), log
+    assert all(log[k].startswith("refused") for k in ("nbytes", "block_until_ready", "devices_indices_map")), log
     assert log["rename"] == log["sys.modules"] == log["Counter"] == "done", log  # allowed, and harmless
     # a module JAX had loaded, replaced in sys.modules, is a lasting change of what the grader holds,
     # and a renamed primitive of JAX's a change of JAX's own (grader.sandbox.pins.rule_tables)
