@@ -61,12 +61,20 @@ def _family(classes) -> list:
     return out
 
 
-def pin(modules: dict) -> dict:
-    """Seal the measured classes and bind the primitive table and the jaxpr classes into the
-    grader's modules ``modules`` (name -> module: the worker's, taken before they left
-    ``sys.modules``) as module globals, which the freeze that follows makes constants.
-    Returns what was pinned, for tests."""
-    jaxcompat, freeze = modules["grader.jaxcompat"], modules["grader.sandbox.freeze"]
+#: ``.taken``: (loaded library modules, primitive table, rule tables), taken once in a zygote
+#: before it forks (``prepare``) for all its workers; ``None`` where no zygote took them.
+_PREPARED = types.SimpleNamespace(taken=None)
+
+
+def prepare() -> None:
+    """In a zygote, before it forks: what ``pin`` reads of JAX (its primitives and rule tables,
+    a scan of every library module's namespace), taken once instead of in every worker."""
+    _PREPARED.taken = _take()
+
+
+def _take() -> tuple:
+    from grader import jaxcompat
+
     primitive = jaxcompat.primitive_class()
     names = {}
     loaded = list(_library_modules())
@@ -74,6 +82,17 @@ def pin(modules: dict) -> dict:
         for value in list(vars(module).values()):
             if isinstance(value, primitive):
                 names[id(value)] = (value, value.name)
+    return loaded, names, rule_tables(names)
+
+
+def pin(modules: dict) -> dict:
+    """Seal the measured classes and bind the primitive table and the jaxpr classes into the
+    grader's modules ``modules`` (name -> module: the worker's, taken before they left
+    ``sys.modules``) as module globals, which the freeze that follows makes constants.
+    Returns what was pinned, and JAX's rule tables for the namespace watch."""
+    jaxcompat, freeze = modules["grader.jaxcompat"], modules["grader.sandbox.freeze"]
+    loaded, names, rules = _PREPARED.taken or _take()
+    _PREPARED.taken = None
     classes = _family(c for c in (resolve_object(*s.split(":")) for s in jaxcompat.MEASURED_CLASSES
                                   if s.split(":")[0] in sys.modules)  # not Pallas's where no probe loaded it
                       if isinstance(c, type))
@@ -85,7 +104,7 @@ def pin(modules: dict) -> dict:
                                           _PINNED_MODULES=frozenset(id(m) for _, m in loaded),
                                           _LIBRARY_DIRS=dirs, _LIBRARY_PREFIXES=(LIBRARIES, _PREFIXES))
     vars(jaxcompat).update(_JAXPR_TYPES=jaxcompat.jaxpr_types())
-    return {"primitives": len(names), "classes": freeze.seal(classes), "rules": rule_tables(names)}
+    return {"primitives": len(names), "classes": freeze.seal(classes), "rules": rules}
 
 
 def rule_tables(names: dict) -> list:

@@ -329,6 +329,9 @@ def import_harness() -> None:
     # another through its module no longer finds a replacement the learner put there.  Before the
     # guard's frame consumers are built: it knows them by code object.
     freeze.freeze(*freeze.library())
+    from grader.sandbox import pins
+
+    pins.prepare()  # JAX's primitives and rule tables, read once for every worker
     guard.prepare()  # the frame consumers, built once from the live objects (a zygote's workers share them)
     freeze.prepare(namespaces.grader_code(_grader_modules())[0])  # the grader's code parsed once, likewise
 
