@@ -14,16 +14,22 @@ folds what is bound here into the grader's code as constants):
   can be set or deleted any more, so neither a method nor a data descriptor (a ``property``
   named ``name`` on ``Primitive``) can be put in front of what the probe reads;
 * **primitive names**: ``grader.ir.primitive_name`` reads a primitive's name from a table of
-  every primitive JAX's modules hold when the worker starts (read-only: a ``mappingproxy``),
-  keyed by the object, so ``scan_p.name = "mapped"`` changes nothing the grader reads; a
-  primitive made later that takes one of those names is shown as not JAX's own;
+  every primitive the libraries' modules hold when the worker starts (read-only: a
+  ``mappingproxy``), keyed by the object, so ``scan_p.name = "mapped"`` changes nothing the
+  grader reads; a primitive no library module defines (the learner's own) fails every
+  structural reading (``grader.ir.ForeignPrimitive``);
+* **rules**: JAX's rule tables for those primitives and the primitives' own attributes
+  (``rule_tables``), which the namespace watch compares after every request: a lowering,
+  differentiation or batching rule of JAX's replaced, removed or added, or a primitive
+  renamed, is an accusation;
 * **the jaxpr walk**: ``grader.jaxcompat.jaxprs_in_params`` uses JAX's ``Jaxpr`` and
   ``ClosedJaxpr`` classes bound here, not a function looked up in ``jax.extend.core`` (a
   module attribute and a ``sys.modules`` entry the learner's code can replace).
 
-Each worker does it (``pin``: a few milliseconds) after its probes are imported, so the
-primitives of every module they load are in the table.  What JAX's own functions call
-through their modules' globals is frozen earlier, in the zygote (``grader.sandbox.freeze``).
+The primitives and rule tables are read once in the zygote, after every probe module is
+imported (``prepare``); each worker then seals and binds (``pin``: a few milliseconds).
+What JAX's own functions call through their modules' globals is frozen earlier, in the
+zygote too (``grader.sandbox.freeze``).
 """
 
 from __future__ import annotations
