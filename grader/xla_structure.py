@@ -225,7 +225,7 @@ def stablehlo_op_counts(lowered, dialects=("stablehlo", "chlo")) -> dict[str, in
     """Operations of the lowered StableHLO module by full name (``stablehlo.add``,
     ``chlo.erf``), at every depth, restricted to ``dialects``: each operation counts once,
     where it is written (a private function called twice counts once)."""
-    counts: dict = {}
+    names = []
     stack = [lowered.compiler_ir("stablehlo").operation]
     while stack:
         op = stack.pop()
@@ -234,9 +234,9 @@ def stablehlo_op_counts(lowered, dialects=("stablehlo", "chlo")) -> dict[str, in
                 for inner in block.operations:
                     inner = inner.operation
                     if inner.name.split(".", 1)[0] in dialects:
-                        counts[inner.name] = counts.get(inner.name, 0) + 1
+                        names.append(inner.name)
                     stack.append(inner)
-    return counts
+    return tally(names)
 
 
 # --- the one thing the structure does not keep: print order --------------------------------

@@ -39,18 +39,10 @@ import sys
 import types
 
 from grader.sandbox.frames import resolve_object
-from grader.sandbox.freeze import LIBRARIES
+from grader.sandbox.freeze import LIBRARIES, library_modules
 
 
-def _library_modules():
-    """(name, module) for every loaded module of ``grader.sandbox.freeze.LIBRARIES``."""
-    for name, module in sorted(sys.modules.items()):
-        if name in LIBRARIES or name.startswith(_PREFIXES):
-            if type(getattr(module, "__dict__", None)) is dict:
-                yield name, module
-
-
-_PREFIXES = tuple(p + "." for p in LIBRARIES)
+_PREFIXES = tuple(p + "." for p in LIBRARIES)  # for grader.ir, which recognises a module imported later
 
 
 def _family(classes) -> list:
@@ -83,7 +75,7 @@ def _take() -> tuple:
 
     primitive = jaxcompat.primitive_class()
     names = {}
-    loaded = list(_library_modules())
+    loaded = list(library_modules().items())
     for _, module in loaded:
         for value in list(vars(module).values()):
             if isinstance(value, primitive):
@@ -135,7 +127,7 @@ def rule_tables(names: dict) -> list:
             seen.add(id(table))
             tables.append((label, table, prim_names, snapshot, True))
 
-    for name, module in _library_modules():
+    for name, module in library_modules().items():
         for key, value in list(vars(module).items()):
             if isinstance(value, dict) and value:
                 add(f"{name}.{key}", value)
