@@ -133,8 +133,11 @@ def pytest_collection_modifyitems(session, config, items):
             kept.append(item)
             continue
         name = item.name.split("[")[0]
-        if run.runs(name[len("test_"):] if name.startswith("test_") else name):
+        check = name[len("test_"):] if name.startswith("test_") else name
+        if run.runs(check):
             kept.append(item)
+            if "seed" in getattr(item, "fixturenames", ()):  # the closure: `rng` and module fixtures too
+                run.seeded.add(check)
             for fixture in ("reference", "without_jax"):  # workers that start only for a check that uses them
                 if fixture in getattr(item, "fixturenames", ()):
                     run.want(fixture, visibility)

@@ -82,6 +82,9 @@ class ExerciseResult:
     #: where the time went: {worker: {"cpu_s", "wall_s"}} (instructor only once hidden checks ran: a
     #: hidden worker's time depends on its inputs)
     timings: dict = dataclasses.field(default_factory=dict, compare=False, hash=False)
+    #: the checks that ran and draw their inputs from ``seed`` (``grader.session.ExerciseRun.seeded``):
+    #: the others grade the same at every seed -- for ``grade verify``, not in the results file
+    seeded: tuple[str, ...] = dataclasses.field(default=(), compare=False, hash=False)
 
     @property
     def score(self) -> int:

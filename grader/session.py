@@ -47,6 +47,9 @@ class ExerciseRun:
     reference_snapshot: Snapshot | None = None  # the reference solution's files (None: not available here)
     references: dict[str, Sandbox] = dataclasses.field(default_factory=dict)  # visibility -> its sandbox
     nojax: dict[str, Sandbox] = dataclasses.field(default_factory=dict)  # visibility -> its sandbox
+    #: the checks that ran and draw from the seed (a test of theirs uses the ``seed`` fixture,
+    #: ``rng`` included): the rest would grade the same at any seed (``grade verify``)
+    seeded: set[str] = dataclasses.field(default_factory=set)
 
     def runs(self, check_name: str) -> bool:
         return self.only is None or check_name in self.only

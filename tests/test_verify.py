@@ -148,3 +148,25 @@ def test_cheats_get_no_shared_compile_cache(course, monkeypatch):
         with pytest.raises(RuntimeError):
             verify._run_case(manifest, str(course), case)
         assert (seen["cache"] is None) == (case.expect == "zero"), case.label
+
+
+def test_a_later_seed_grades_only_what_draws_from_the_seed(course):
+    """A check whose test asks for no ``seed``/``rng`` grades the same at every seed: a fixture
+    that loses only such checks is graded once, and a solution's later seeds run only the
+    checks that drew (what they require runs with them)."""
+    public = course / "exercises" / "01_double" / "test_public.py"
+    public.write_text(public.read_text().replace("(submission, rng)", "(submission)")
+                      .replace("rng.normal(size=3).astype(np.float32)", "np.arange(3, dtype=np.float32) - 1.5"))
+    add_fixture(course, "triples_public", 'base = "solution"\nkind = "wrong"\nmust_fail = ["doubles_public"]\n',
+                "@jax.jit\ndef double(x):\n    return 3 * x\n")
+    add_fixture(course, "triples", 'base = "solution"\nkind = "wrong"\nmust_fail = ["doubles"]\n',
+                "@jax.jit\ndef double(x):\n    return 3 * x\n")
+    report = verify.verify(load(course / "exercises" / "manifest.toml"), course, numbers=[1], seeds=2, jobs=1)
+    assert all(o.ok for o in report.outcomes), [o.problem for o in report.outcomes if not o.ok]
+    second = verify.verify_seeds(2)[1]
+    assert report.repeats_skipped == [f"exercise 1 fixture:triples_public@seed={second}"]
+    graded = {o.case.label: o for o in report.outcomes}
+    assert graded["fixture:triples_public"].seeded == ()
+    assert set(graded["solution"].seeded) == {"doubles", "compiles_once"}
+    assert set(graded[f"solution@seed={second}"].case.only) == {"doubles", "compiles_once"}
+    assert graded[f"fixture:triples@seed={second}"].ok  # a check that draws: graded at every seed

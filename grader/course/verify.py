@@ -33,6 +33,10 @@ them -- full marks for a solution, the declared checks lost for a fixture.  That
 draws the cases a check needs is proven for all seeds by the coverage tests
 (``grader.coverage``); these K show that the checks catch the mistakes on real draws.  Cheats,
 whose tricks do not depend on the draws, are graded at the first of them (``CHEAT_SEED``).
+A later seed's grading waits for the first seed's, which says which checks drew from the seed
+(their tests ask for ``seed`` or ``rng``: ``ExerciseResult.seeded``): where none did, the later
+grading would repeat the first on the same inputs and is not run; a solution's later seeds
+run only the checks that drew (``repeat``).
 
 The seeds are shared so that work is: the gradings of one exercise at one seed ask the
 reference solution and the clean worker the same questions, which a pool process answers
@@ -61,7 +65,7 @@ from typing import Callable
 from grader import cache
 from grader.course import requirements
 from grader.manifest import Exercise, Manifest
-from grader.results import ERROR, FAILED, INTEGRITY
+from grader.results import ERROR, FAILED, INTEGRITY, NOT_RUN
 from grader.submission import Snapshot, from_source, read_folder
 
 MIN_WRONG_FIXTURES = 3
@@ -78,6 +82,7 @@ class Case:
     seed: int | None = None  # None: the seed the snapshot gives
     only: tuple[str, ...] | None = None  # the checks the verdict rests on (None: all of them)
     public_fails_too: bool = False  # "must_fail" that runs a public check: also judged as "public_fails"
+    repeat_of: str = ""  # a later seed's case: the label of the first seed's (graded first; see `repeat`)
 
 
 @dataclasses.dataclass
@@ -90,6 +95,7 @@ class Outcome:
     seconds: float = 0.0
     workers_cpu_s: float = 0.0  # CPU its sandboxes used (grader.session.ExerciseRun.timings)
     cpu_by_role: dict[str, float] = dataclasses.field(default_factory=dict)  # the same, by worker role
+    seeded: tuple[str, ...] = ()  # the checks that ran and drew from the seed (ExerciseResult.seeded)
 
 
 @dataclasses.dataclass
@@ -97,6 +103,9 @@ class Report:
     outcomes: list[Outcome]
     static_problems: list[str]
     seconds: float
+    #: later-seed cases not graded: nothing their first seed's grading ran drew from the seed, so
+    #: they would have repeated it exactly (the grader is deterministic)
+    repeats_skipped: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -107,6 +116,7 @@ class Report:
             "ok": self.ok,
             "seconds": round(self.seconds, 1),
             "static_problems": self.static_problems,
+            "repeats_skipped": self.repeats_skipped,
             "cases": [
                 {"exercise": o.case.number, "case": o.case.label, "expect": o.case.expect, "ok": o.ok,
                  "score": o.score, "max_score": o.max_score, "problem": o.problem, "seconds": round(o.seconds, 2),
@@ -160,7 +170,8 @@ def cases_for(ex: Exercise, course: Path, seeds: int = 1) -> tuple[list[Case], l
     solution = from_source(str(course / "solutions" / ex.dir / ex.module_file), ex.module_file, solution.source())
     stub_snap = from_source(str(stub), ex.module_file, stub.read_bytes() if stub.is_file() else b"")
     all_seeds = verify_seeds(seeds)
-    cases = [Case(ex.number, "solution" + _at(i, seed), "full", solution, seed=seed) for i, seed in enumerate(all_seeds)]
+    cases = [Case(ex.number, "solution" + _at(i, seed), "full", solution, seed=seed, repeat_of="solution" if i else "")
+             for i, seed in enumerate(all_seeds)]
     cases.append(Case(ex.number, "stub", "not_implemented", stub_snap, seed=all_seeds[0]))
     readme = course / "exercises" / ex.dir / "README.md"
     if not readme.is_file() or len(readme.read_text(encoding="utf-8").strip()) < 200:
@@ -197,7 +208,8 @@ def cases_for(ex: Exercise, course: Path, seeds: int = 1) -> tuple[list[Case], l
             public_asked = public_checks and not str(meta.get("passes_public", "")).strip()
             public_too = bool(public_asked and set(must_fail) & set(public_checks))
             cases += [Case(ex.number, f"fixture:{folder.name}{_at(i, seed)}", "must_fail", snap, must_fail, seed,
-                           only=must_fail, public_fails_too=public_too and i == 0)
+                           only=must_fail, public_fails_too=public_too and i == 0,
+                           repeat_of=f"fixture:{folder.name}" if i else "")
                       for i, seed in enumerate(all_seeds)]
             if public_asked and not public_too:
                 cases.append(Case(ex.number, f"public:{folder.name}", "public_fails", snap, seed=all_seeds[0],
@@ -287,7 +299,7 @@ def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
         audit = "remembered answers differ from the live worker's: " + "; ".join(memo.audit_mismatches)[:2000] + "; "
         memo.audit_mismatches.clear()
     if case.expect == "full":
-        bad = [c for c in ex.checks if not c.passed]
+        bad = [c for c in ex.checks if not c.passed and (case.only is None or c.status != NOT_RUN)]
         if bad:
             problem = "; ".join(_why(c) for c in bad)
     elif case.expect == "not_implemented":
@@ -313,7 +325,20 @@ def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
     problem = audit + problem
     return Outcome(case, not problem, problem.strip(), ex.score, ex.max_score, time.monotonic() - t0,
                    sum(t.get("cpu_s", 0.0) for t in ex.timings.values()),
-                   {role: t.get("cpu_s", 0.0) for role, t in ex.timings.items()})
+                   {role: t.get("cpu_s", 0.0) for role, t in ex.timings.items()}, ex.seeded)
+
+
+def repeat(case: Case, first: Outcome) -> Case | None:
+    """What a later seed's case must grade, given its first seed's outcome: nothing (``None``)
+    when no check that ran there drew from the seed -- every input, and so the verdict, would
+    be the same (the grader is deterministic; ``test_same_submission_same_result``); for a
+    solution, only the checks that drew (the others passed at the first seed on the same
+    inputs; what they require runs with them); for a fixture, the same checks again."""
+    if not first.seeded:
+        return None
+    if case.expect == "full":
+        return dataclasses.replace(case, only=first.seeded)
+    return case
 
 
 def _why(check) -> str:
@@ -335,21 +360,38 @@ def verify(manifest: Manifest, course: Path, *, numbers: list[int] | None = None
         cases += c
         problems += p
     outcomes: list[Outcome] = []
+    skipped: list[str] = []
+    # a later seed's case waits for its first seed's outcome, which says what it must grade (`repeat`)
+    later: dict[tuple[int, str], list[Case]] = {}
+    for c in cases:
+        if c.repeat_of:
+            later.setdefault((c.number, c.repeat_of), []).append(c)
     with grading_pool(jobs or os.cpu_count() or 1) as pool:
-        futures = {pool.submit(_run_case, str(manifest.path), str(course), c): c for c in cases}
-        for fut in cf.as_completed(futures):
-            case = futures[fut]
-            try:
-                outcome = fut.result()
-            except Exception as exc:  # a grader crash is a verify failure, not a crash of verify
-                outcome = Outcome(case, False, f"grader error: {type(exc).__name__}: {exc}")
-            outcomes.append(outcome)
-            if progress:
-                mark = "ok  " if outcome.ok else "FAIL"
-                progress(f"{mark} exercise {case.number} {case.label:<32} {outcome.score}/{outcome.max_score}"
-                         f"  {outcome.problem}")
+        def submit(c: Case):
+            return pool.submit(_run_case, str(manifest.path), str(course), c)
+
+        pending = {submit(c): c for c in cases if not c.repeat_of}
+        while pending:
+            done, _ = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
+            for fut in done:
+                case = pending.pop(fut)
+                try:
+                    outcome = fut.result()
+                except Exception as exc:  # a grader crash is a verify failure, not a crash of verify
+                    outcome = Outcome(case, False, f"grader error: {type(exc).__name__}: {exc}")
+                outcomes.append(outcome)
+                for again in later.pop((case.number, case.label), []):
+                    narrowed = repeat(again, outcome)
+                    if narrowed is None:
+                        skipped.append(f"exercise {again.number} {again.label}")
+                    else:
+                        pending[submit(narrowed)] = narrowed
+                if progress:
+                    mark = "ok  " if outcome.ok else "FAIL"
+                    progress(f"{mark} exercise {case.number} {case.label:<32} {outcome.score}/{outcome.max_score}"
+                             f"  {outcome.problem}")
     outcomes.sort(key=lambda o: (o.case.number, o.case.label))
-    return Report(outcomes, problems, time.monotonic() - t0)
+    return Report(outcomes, problems, time.monotonic() - t0, sorted(skipped))
 
 
 def print_report(report: Report) -> None:
@@ -377,5 +419,8 @@ def print_report(report: Report) -> None:
         console.print("[dim]sandbox CPU s by worker: " + ", ".join(
             f"{role} {cpu:.0f}" for role, cpu in sorted(roles.items(), key=lambda t: -t[1])) + "[/]")
     verdict = "[green]suite verified[/]" if report.ok else "[red]suite NOT verified[/]"
+    if report.repeats_skipped:
+        console.print(f"[dim]{len(report.repeats_skipped)} later-seed gradings not repeated: nothing their "
+                      "first seed's grading ran drew from the seed[/]")
     console.print(f"{verdict}: {n - len(failed)}/{n} gradings as expected, "
                   f"{len(report.static_problems)} static problems, {report.seconds:.0f} s")
