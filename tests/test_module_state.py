@@ -72,3 +72,52 @@ def test_no_learner_code_runs_and_huge_values_are_bounded():
     m.BIG.append(0)
     assert "BIG" in module_state.changed(snap, module_state.snapshot(m))
     assert np.asarray(m.ARR).shape == (3,)
+
+
+def _stateful_module():
+    m = types.ModuleType("learner_mod")
+    exec(  # noqa: S102 - a made-up learner module holding state outside its globals' values
+        "import functools, re, jax, jax.numpy as jnp\n"
+        "def make():\n"
+        "    n = 0\n"
+        "    def step(x):\n"
+        "        nonlocal n\n"
+        "        n += 1\n"
+        "        return x\n"
+        "    return step\n"
+        "nonlocal_step = make()\n"
+        "jitted_step = jax.jit(make())\n"
+        "def tagged(x):\n"
+        "    tagged.calls = getattr(tagged, 'calls', 0) + 1\n"
+        "    return x\n"
+        "@functools.lru_cache\n"
+        "def cached(x):\n"
+        "    return x\n"
+        "def honest(x):\n"
+        "    re.match('a+b', 'aab')\n"  # re keeps its own cache, in place
+        "    import json.decoder\n"  # a submodule bound on its package
+        "    return cached(x)\n", m.__dict__)
+    return m
+
+
+def test_state_kept_outside_a_global_value_shows_and_library_bookkeeping_does_not():
+    m = _stateful_module()
+    writes = {
+        "nonlocal_step": lambda: m.nonlocal_step(1),  # a closure cell
+        "jitted_step": lambda: m.jitted_step(1.0),  # a closure cell of the function jax.jit wraps
+        "tagged": lambda: m.tagged(1),  # an attribute set on the function
+        "jnp jax": lambda: setattr(m.jnp, "learner_counter", 1),  # a data attribute added to a module
+        "jax": lambda: setattr(m.jax.tree_util, "learner_counter_2", 1),  # ... to a submodule of one
+    }
+    try:
+        for name, write in writes.items():
+            before = module_state.snapshot(m)
+            write()
+            assert module_state.changed(before, module_state.snapshot(m)) == sorted(name.split()), name
+        before = module_state.snapshot(m)
+        m.honest(3)
+        m.honest(4)  # lru_cache's entries, re's cache, a submodule imported: none is the learner's state
+        assert module_state.changed(before, module_state.snapshot(m)) == []
+    finally:
+        m.jnp.__dict__.pop("learner_counter", None)
+        m.jax.tree_util.__dict__.pop("learner_counter_2", None)

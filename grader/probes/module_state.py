@@ -6,9 +6,18 @@ global is fingerprinted by what it contains, recursively: builtin scalars by val
 containers item by item, NumPy arrays by their bytes, and -- for classes and instances of classes
 the learner's own module defines -- their attribute dicts; a library's container (a subclass of
 dict, list, tuple or set -- ``defaultdict``, ``Counter``, a ``NamedTuple`` --, a ``deque``, a
-``SimpleNamespace`` or ``argparse.Namespace``) by what it holds, read with the builtin type's own methods.  Anything else
-(a function, a module, a library object, a JAX array, which cannot change in place) is
-fingerprinted by identity, so rebinding it still shows.
+``SimpleNamespace`` or ``argparse.Namespace``) by what it holds, read with the builtin type's own methods.
+
+State need not sit in a global variable to last between calls, so three more places are read:
+a function the learner's module defines, by its attributes (``step.calls += 1``) and the contents
+of its closure cells (a ``nonlocal`` counter); a library wrapper of such a function (``jax.jit``'s,
+``functools.lru_cache``'s: an object whose own ``__dict__`` holds ``__wrapped__``), by the function
+it wraps; and a module (``jnp``, ``np``, a package and its submodules), by its *data* attributes
+-- builtin scalars and containers, NumPy arrays -- by value or identity, so one added or rebound
+(``jnp._calls = ...``) shows, while what a library binds lazily (submodules, functions, classes)
+and what it keeps in its own caches in place (``re``'s) never does.  Anything else (a library
+object, a JAX array, which cannot change in place) is fingerprinted by identity, so rebinding it
+still shows.
 
 No learner code runs while a fingerprint is taken: types are compared exactly (a subclass of
 dict could override ``items``), attribute dicts are read through the C-level ``__dict__``
@@ -35,6 +44,15 @@ _GETSET = types.GetSetDescriptorType
 _ndarray = np.ndarray
 _deque = collections.deque
 _namespace_dict = types.SimpleNamespace.__dict__["__dict__"].__get__
+_FUNCTION = types.FunctionType
+_MODULE = types.ModuleType
+_function_dict = types.FunctionType.__dict__["__dict__"].__get__
+_function_globals = types.FunctionType.__dict__["__globals__"].__get__
+_function_closure = types.FunctionType.__dict__["__closure__"].__get__
+_cell_contents = types.CellType.__dict__["cell_contents"].__get__
+_module_dict = types.ModuleType.__dict__["__dict__"].__get__
+#: what a module attribute must be to count as state: data, not code a library binds lazily
+_DATA = _SCALARS + (list, tuple, dict, set, frozenset, bytearray, _ndarray)
 
 
 class _Budget:
@@ -86,10 +104,17 @@ def fingerprint(value, owner: str, budget: _Budget | None = None, depth: int = 0
     if t is _ndarray and not value.dtype.hasobject:
         digest = hashlib.sha1(np.ascontiguousarray(value).tobytes()).hexdigest()
         return ("ndarray", value.dtype.str, value.shape, digest)
-    own = _own_dict(value, owner) if t is not types.ModuleType else None
+    if t is _FUNCTION:
+        return _function_picture(value, owner, budget, depth)
+    if t is _MODULE:
+        return _module_picture(value, depth)
+    own = _own_dict(value, owner)
     if own is None:
-        inside = _builtin_contents(value, t) if t is not types.ModuleType else None
+        inside = _builtin_contents(value, t)
         if inside is None:
+            wrapped = _wrapped_function(value, t)
+            if wrapped is not None:  # jax.jit's or lru_cache's wrapper: the learner's function inside
+                return ("wrapper", t.__name__, id(value), fingerprint(wrapped, owner, budget, depth + 1))
             return ("id", t.__name__, id(value))
         # a library's container (defaultdict, OrderedDict, Counter, deque, SimpleNamespace, a
         # NamedTuple): written in place as easily as a dict, so read by content too
@@ -98,6 +123,57 @@ def fingerprint(value, owner: str, budget: _Budget | None = None, depth: int = 0
     inside = _builtin_contents(value, t)
     return ("attrs", id(value), tuple((k, fingerprint(v, owner, budget, depth + 1)) for k, v in attrs),
             None if inside is None else fingerprint(inside, owner, budget, depth + 1))
+
+
+def _function_picture(fn, owner: str, budget: _Budget, depth: int):
+    """A function of the learner's module by its attributes and its closure cells' contents;
+    any other function by identity."""
+    module_globals = _function_globals(fn)
+    if type(module_globals) is not dict or dict.get(module_globals, "__name__") != owner:
+        return ("id", "function", id(fn))
+    attrs = [(k, v) for k, v in list(dict.items(_function_dict(fn))) if type(k) is str and not k.startswith("__")]
+    cells = []
+    for cell in _function_closure(fn) or ():
+        try:
+            cells.append(fingerprint(_cell_contents(cell), owner, budget, depth + 1))
+        except ValueError:  # an empty cell (a name bound later)
+            cells.append(("empty",))
+    return ("function", id(fn), tuple((k, fingerprint(v, owner, budget, depth + 1)) for k, v in attrs), tuple(cells))
+
+
+def _wrapped_function(value, t):
+    """The function a library wrapper holds as ``__wrapped__`` in its own ``__dict__`` (read
+    through the interpreter's descriptor, never by attribute lookup), or None."""
+    for klass in type.__dict__["__mro__"].__get__(t, type):
+        desc = type.__dict__["__dict__"].__get__(klass, type).get("__dict__")
+        if desc is not None:
+            if type(desc) is not _GETSET:
+                return None
+            inside = desc.__get__(value, t)
+            wrapped = dict.get(inside, "__wrapped__") if type(inside) is dict else None
+            return wrapped if type(wrapped) is _FUNCTION else None
+    return None
+
+
+def _module_picture(module, depth: int):
+    """A module by its data attributes (scalars by value, containers and arrays by identity),
+    and, for a module the learner's module holds, each of its submodules likewise."""
+    namespace = _module_dict(module)
+    name = dict.get(namespace, "__name__")
+    rows, subs = [], []
+    for key, value in list(dict.items(namespace)):
+        if type(key) is not str or key.startswith("__"):
+            continue
+        t = type(value)
+        if t in _SCALARS:
+            rows.append((key, t.__name__, repr(value)[:200] if t is not bytes else hashlib.sha1(value).hexdigest()))
+        elif t in _DATA:
+            rows.append((key, t.__name__, id(value)))
+        elif t is _MODULE and depth == 0 and type(name) is str:
+            sub = dict.get(_module_dict(value), "__name__")
+            if type(sub) is str and sub.startswith(name + "."):
+                subs.append((key, _module_picture(value, depth + 1)))
+    return ("module", id(module), tuple(sorted(rows)), tuple(sorted(subs)))
 
 
 def _builtin_contents(value, t):

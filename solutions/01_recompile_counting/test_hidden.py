@@ -57,6 +57,7 @@ CATEGORIES = {
     "pytree_kind": "the pytree structure of `x` changes its container (an array, a tuple or a dict)",
     "pytree_count": "the pytree structure of `x` gains or loses an entry (a tuple's length or a dict's number of keys)",
     "pytree_keys": "a dict in `x` keeps its size and changes its key names",
+    "tuple_vs_dict": "a tuple in `x` becomes a dict, or a dict a tuple, holding the same leaves in the same order",
     "arg_how": "`x` or `scale` moves between positional and keyword",
     "dict_order": "only the order of a dict's entries changes",
     "kw_order": "only the order of the keyword arguments changes",
@@ -74,8 +75,8 @@ PLANS = {
                             "jax0d_vs_numpy0d"),
     "predicts_static_arguments": ("static_value", "static_value", "static_how", "static_how", "static_default_kw",
                                   "static_default_pos"),
-    "predicts_pytrees_and_call_style": ("pytree_kind", "pytree_count", "pytree_keys", "arg_how", "arg_how",
-                                        "dict_order", "kw_order"),
+    "predicts_pytrees_and_call_style": ("pytree_kind", "tuple_vs_dict", "pytree_count", "pytree_keys", "arg_how",
+                                        "arg_how", "dict_order", "kw_order"),
     "predicts_cache_reuse": ("revisit", "revisit", "float_values", "int_values", "numpy_vs_jax", "numpy_vs_jax"),
 }
 #: what each check's sequences may change besides their own category
@@ -349,9 +350,11 @@ def pytree_op(rng, s, allowed):
     elif op == "drop_key":
         gone = pick(rng, list(x["dict"]))
         new = {"dict": {k: v for k, v in x["dict"].items() if k != gone}}
-    elif op == "rename":
+    elif op == "rename":  # a fresh name that sorts where the old one did: only the name changes
         old = pick(rng, list(x["dict"]))
-        fresh = pick(rng, [k for k in KEYS if k not in x["dict"]])
+        fresh = old + "2"
+        while fresh in x["dict"]:
+            fresh += "2"
         new = {"dict": {(fresh if k == old else k): v for k, v in x["dict"].items()}}
     elif op == "wrap":
         new = {"tuple": [x]}
@@ -389,11 +392,30 @@ def c_dict_order(rng, s):
     return out
 
 
+def flat_order(v):
+    """A tuple's items, or a dict's values in the order of its sorted keys (how JAX flattens it)."""
+    return v["tuple"] if is_node(v, "tuple") else [v["dict"][k] for k in sorted(v["dict"])]
+
+
+def c_tuple_vs_dict(rng, s):
+    """The container of ``x`` swapped between tuple and dict, its leaves kept in flattening order."""
+    x = s["x"]
+    if is_node(x, "tuple") and 0 < len(x["tuple"]) <= 3:
+        new = {"dict": dict(zip(sorted(KEYS), x["tuple"]))}
+    elif is_node(x, "dict"):
+        new = {"tuple": flat_order(x)}
+    else:
+        return None
+    out = copy.deepcopy(s)
+    out["x"] = copy.deepcopy(new)
+    return out
+
+
 def c_kw_order(rng, s):
     if len(s["kw_order"]) < 2:
         return None
     out = copy.deepcopy(s)
-    out["kw_order"] = s["kw_order"][1:] + s["kw_order"][:1]
+    out["kw_order"] = s["kw_order"][::-1]  # reversed: every pair of keywords swaps, traced ones included
     return out
 
 
@@ -404,7 +426,7 @@ CHANGES = {
     "static_default_kw": c_static_default("kw"), "static_default_pos": c_static_default("pos"),
     "pytree_kind": c_pytree("pytree_kind"), "pytree_count": c_pytree("pytree_count"),
     "pytree_keys": c_pytree("pytree_keys"), "arg_how": c_arg_how, "dict_order": c_dict_order,
-    "kw_order": c_kw_order, "float_values": c_values(float), "int_values": c_values(int),
+    "kw_order": c_kw_order, "tuple_vs_dict": c_tuple_vs_dict, "float_values": c_values(float), "int_values": c_values(int),
     "numpy_vs_jax": c_numpy_vs_jax, "revisit": c_shape,
 }
 #: how the first call of a sequence of each category is drawn
@@ -413,7 +435,8 @@ BASE = {
     "static_default_kw": {"mode_how": "default"}, "static_default_pos": {"mode_how": "default",
                                                                          "xs_how": ("pos", "pos")},
     "arg_how": {"mode_how": "kw"}, "dict_order": {"x_kind": "dict"},
-    "kw_order": {"mode_how": "kw", "xs_how": ("pos", "kw")}, "pytree_keys": {"x_kind": "dict"},
+    "kw_order": {"mode_how": "kw", "xs_how": ("kw", "kw")}, "pytree_keys": {"x_kind": "dict"},
+    "tuple_vs_dict": {"x_kind": "tuple"},
 }
 
 
@@ -525,6 +548,9 @@ def changes(prev, call):
         a, b = pa[p][0], ca[p][0]
         if structure(a) != structure(b):
             out.add(pytree_change(a, b))
+            kinds = {"tuple" if is_node(v, "tuple") else "dict" if is_node(v, "dict") else "leaf" for v in (a, b)}
+            if kinds == {"tuple", "dict"} and flat_order(a) == flat_order(b):
+                out.add("tuple_vs_dict")
             continue
         leaves_a = sorted(leaf_paths(a), key=lambda t: repr(t[0]))
         leaves_b = sorted(leaf_paths(b), key=lambda t: repr(t[0]))
@@ -585,6 +611,8 @@ def draw_sequence(rng, category):
         allowed = {category, "revisit"} if category == "revisit" else {category}
         if category == "revisit":
             allowed.add("shape")
+        if category in ("pytree_kind", "tuple_vs_dict"):  # a tuple<->dict swap is both
+            allowed |= {"pytree_kind", "tuple_vs_dict"}
         if category in kinds and kinds <= allowed:
             return calls
     raise RuntimeError(f"could not draw a sequence about {category}")  # a grader bug, never the learner's

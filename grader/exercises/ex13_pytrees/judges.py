@@ -333,13 +333,16 @@ def judge_run(got: dict, run: dict) -> None:
 def judge_globals(got: dict) -> None:
     changed = got["globals_changed"]
     if changed:
-        advice = ("pure_step may read its arguments only and must write nothing outside itself: drop every `global` "
-                  "statement and every write into a module-level dict, list, array or object (an append, "
-                  "`STATE[k] = v`, `obj.attr = v`); thread the state through the arguments and the return value")
-        raise CheckFailed("calling pure_step changed the module's global variables",
-                          measured=f"changed: {', '.join(changed)}", expected="no global variable changes",
-                          hint=advice, diagnosis="calling pure_step rebound a global variable of your module or "
-                                                 "wrote into one in place", advice=advice)
+        advice = ("pure_step may read its arguments only and must keep nothing between calls: drop every `global` "
+                  "and `nonlocal` statement and every write into a module-level dict, list, array or object (an "
+                  "append, `STATE[k] = v`, `obj.attr = v`, `fn.calls += 1`, an attribute set on a module such as "
+                  "`jnp`); thread the state through the arguments and the return value")
+        raise CheckFailed("calling pure_step changed state that outlives the call",
+                          measured=f"changed, by the global name it is reached from: {', '.join(changed)}",
+                          expected="nothing outside pure_step changes", hint=advice,
+                          diagnosis="calling pure_step rebound a global variable of your module or wrote into one in "
+                                    "place (its contents, a function's attribute or closure variable, or a module's "
+                                    "attribute)", advice=advice)
 
 
 def dense_compiles(submission, reference, calls: list):
