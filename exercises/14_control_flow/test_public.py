@@ -13,6 +13,7 @@ from grader.exercises.ex14_control_flow.judges import (
     expect_switch_in_jax,
     judge_answers,
     judge_piecewise_gradients,
+    judge_piecewise_structure,
     judge_piecewise_values,
     judge_sqrt_gradient,
     judge_sqrt_values,
@@ -43,6 +44,7 @@ def test_piecewise_small(submission, reference):
     expect_compiles(compiles, at_least=1, at_most=1, what="piecewise (sums of both signs)",
                     hint="jit piecewise itself and let lax.cond choose inside it")
     expect_piecewise_in_jax(submission, compiles, X)  # the count floor: one compile of a function that does the work
+    judge_piecewise_structure(submission.probe("ex14_control_flow:piecewise_structure", X), X)  # one branch runs
 
 
 def test_safe_sqrt_small(submission):

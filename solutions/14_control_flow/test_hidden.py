@@ -29,6 +29,7 @@ from grader.exercises.ex14_control_flow.judges import (
     judge_sqrt_gradient,
     judge_sqrt_values,
     judge_switch,
+    judge_piecewise_structure,
     judge_switch_structure,
     sign_label,
     sqrt_labels,
@@ -110,6 +111,7 @@ def test_piecewise_compiles_once(submission, reference, rng):
                     advice="jit piecewise itself, with lax.cond inside: inputs of either sign must share one compiled "
                            "program (a Python if outside jit needs one program per branch)")
     expect_piecewise_in_jax(submission, compiles, xs[0])  # the count floor: the compiled program does piecewise's work
+    judge_piecewise_structure(submission.probe("ex14_control_flow:piecewise_structure", xs[0]), xs[0])  # one branch runs
 
 
 # --- part C: a square root with a finite gradient ---------------------------------------------------

@@ -75,14 +75,55 @@ def judge_switch_structure(facts: dict, x) -> None:
         "compute lax.switch's result", how=how, expected="wave(x) for index 1 (rtol 1e-5)",
         measured=f"index 1: largest difference {float(np.max(np.abs(out - want))):.3g}" if shaped else describe(out))
     conds, outside = facts["conds"], facts["outside"]
+    advice = ("use lax.switch(index, BRANCHES, x): it becomes one cond whose branches run only when chosen; "
+              "jnp.where, jnp.select or arithmetic on the index compute every branch and then pick one, outside "
+              "a cond or inside each of its branches alike")
     if "sin" in outside or not conds:
-        advice = ("use lax.switch(index, BRANCHES, x): it becomes one cond whose branches run only when chosen; "
-                  "jnp.where, jnp.select or arithmetic on the index compute every branch and then pick one")
         raise CheckFailed("apply_branch computes branches that are not chosen", measured=(
             f"conds with {conds} branches; outside them: {sorted(outside)}"),
             expected="the branches' work only inside a cond", hint=advice,
             diagnosis="the traced program computes a branch outside any cond: every branch runs, then one is "
                       "picked", advice=advice)
+    holding = branches_holding(facts, "sin")
+    if holding != 1:
+        raise CheckFailed("apply_branch computes branches that are not chosen", measured=(
+            f"wave's sin runs in {holding} branches of the program's conds"),
+            expected="wave's sin in exactly one branch: each branch computes its own function only", hint=advice,
+            diagnosis="wave's work sits in more than one branch of the cond: a branch computes functions it was "
+                      "not chosen for, then picks one" if holding else "no branch of a cond holds wave's work",
+            advice=advice)
+
+
+def branches_holding(facts: dict, primitive: str) -> int:
+    """How many branches (of every ``cond``, nested ones apart) run ``primitive`` themselves."""
+    return sum(1 for seen in facts.get("branches", []) if primitive in seen)
+
+
+def judge_piecewise_structure(facts: dict, x) -> None:
+    """``facts``: a ``piecewise_structure`` answer (``piecewise(x)`` traced).  The traced program's
+    own output must first be piecewise's value; then positive_branch's ``sin`` and
+    negative_branch's ``sqrt`` must each run in one branch of a cond, not the same one, and
+    neither outside every cond: lax.cond runs only the branch it chooses."""
+    __tracebackhide__ = True
+    expect_traced_program_runs(traced_error(facts), "piecewise", how="",
+                               expected="a function JAX can trace, compile and run")
+    out, (want, _) = facts["outputs"], reference_piecewise(x)
+    ok = isinstance(out, np.ndarray) and out.shape == () and np.isclose(float(out), want, rtol=1e-5, atol=1e-6)
+    expect_traced_program_computes(ok, "piecewise", "compute piecewise's value", how="",
+                                   expected=f"{want:.6g} (rtol 1e-5)", measured=describe(out))
+    outside = sorted(p for p in ("sin", "sqrt") if p in facts["outside"])
+    sin_in = [i for i, seen in enumerate(facts.get("branches", [])) if "sin" in seen]
+    sqrt_in = [i for i, seen in enumerate(facts.get("branches", [])) if "sqrt" in seen]
+    if outside or len(sin_in) != 1 or len(sqrt_in) != 1 or sin_in == sqrt_in:
+        advice = ("choose with lax.cond(jnp.sum(x) > 0, positive_branch, negative_branch, x): each branch then runs "
+                  "only when chosen; computing both (jnp.where, arithmetic on the predicate) outside the cond, or "
+                  "both inside one branch, runs the branch that was not chosen")
+        raise CheckFailed("piecewise computes the branch that is not chosen", measured=(
+            f"outside every cond: {outside or 'neither'}; positive_branch's sin in {len(sin_in)} branch(es), "
+            f"negative_branch's sqrt in {len(sqrt_in)}" + (", the same one" if sin_in and sin_in == sqrt_in else "")),
+            expected="sin in one branch of the cond and sqrt in the other, neither outside", hint=advice,
+            diagnosis="the branches' work is not split between a cond's branches: the branch that is not chosen "
+                      "runs too", advice=advice)
 
 
 # --- part B: lax.cond ---------------------------------------------------------------------------------

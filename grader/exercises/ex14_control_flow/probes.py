@@ -12,6 +12,11 @@ and one run in the clean worker.  Each returns plain data; the verdicts are the 
     tracing or running it failed), which the trusted side compares with wave(x) before it
     reads the structure -- a function that shows tracers a switch and computes otherwise on
     concrete values is judged by the program it traced.
+    ``"branches"``: for each branch of each ``cond``, the primitives it runs itself, so a switch
+    whose every branch computes every function and then selects shows ``sin`` in each.
+``piecewise_structure(ctx, x)``
+    the same for ``piecewise(x)``: its ``cond``'s branches must hold positive_branch's ``sin``
+    and negative_branch's ``sqrt`` apart, and nothing of either may run outside them.
 ``piecewise_values(ctx, xs)`` / ``safe_sqrt_values(ctx, x)``
     the value and gradient of the learner's function (``piecewise(x)`` as the learner jitted
     it, ``safe_sqrt`` under our ``jax.jit``; the gradient is ``jax.grad`` of ``sum(f(x))`` under
@@ -59,24 +64,44 @@ def _inner(jaxpr):
 
 
 def switch_structure(ctx, x) -> dict:
-    """Which primitives run outside every ``cond`` branch, and how many branches each ``cond`` has."""
-    fn = ctx.function("apply_branch")
-    run = traced_run(fn, _device_put(np.int32(1)), _device_put(x))
-    conds, outside = [], {}
-    out: dict = {"conds": conds, "outside": outside}
+    """``apply_branch(1, x)`` traced: ``_branch_structure`` of its program."""
+    return _branch_structure(ctx.function("apply_branch"), _device_put(np.int32(1)), _device_put(x))
+
+
+def piecewise_structure(ctx, x) -> dict:
+    """``piecewise(x)`` traced: ``_branch_structure`` of its program."""
+    return _branch_structure(ctx.function("piecewise"), _device_put(x))
+
+
+def _branch_structure(fn, *args) -> dict:
+    """``fn(*args)`` traced once (``traced_run``): ``"conds"``, each ``cond``'s number of branches;
+    ``"outside"``, the primitives that run outside every ``cond`` branch (at every depth, nested
+    ``jit`` included); ``"branches"``, for each branch of each ``cond`` (nested ones too), the
+    primitives it runs itself -- those of a ``cond`` nested in it belong to that cond's branches --
+    so a switch whose every branch computes every function and selects shows ``sin`` in each; and
+    ``"outputs"`` (or ``"error"``), what that very program computed."""
+    run = traced_run(fn, *args)
+    conds, outside, branches = [], {}, []
+    out: dict = {"conds": conds, "outside": outside, "branches": branches}
     if run.error is not None:
         out["error"] = _first_line(run.error)
     else:
         out["outputs"] = _asarray(run.outputs)
-    stack = [_inner(run.jaxpr)] if run.jaxpr is not None else []
+    # (jaxpr, the branch it belongs to: None outside every cond)
+    stack = [(_inner(run.jaxpr), None)] if run.jaxpr is not None else []
     while stack:
-        for eqn in stack.pop().eqns:
+        jaxpr, owner = stack.pop()
+        for eqn in jaxpr.eqns:
             name = ir.primitive_name(eqn.primitive)
             if name == "cond":
                 conds.append(len(eqn.params.get("branches", ())))
-                continue  # what a branch does runs only when it is chosen
-            outside[name] = outside.get(name, 0) + 1
-            stack.extend(_inner(sub) for sub in _jaxprs_in_params(eqn.params))
+                for sub in eqn.params.get("branches", ()):  # what a branch does runs only when it is chosen
+                    branches.append({})
+                    stack.append((_inner(sub), len(branches) - 1))
+                continue
+            seen = outside if owner is None else branches[owner]
+            seen[name] = seen.get(name, 0) + 1
+            stack.extend((_inner(sub), owner) for sub in _jaxprs_in_params(eqn.params))
     return out
 
 
