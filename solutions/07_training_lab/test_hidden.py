@@ -54,11 +54,22 @@ def step_labels(case):
 
 
 def init_sizes(rng):
-    """A two-layer model: one key per layer, and a reused key, show in either layer."""
-    return [int(rng.integers(2, 9)), int(rng.integers(4, 13)), int(rng.integers(2, 6))]
+    """A two-layer model: one key per layer, and a reused key, show in either layer; each layer's
+    fan-in differs from its fan-out, so a scale taken from the wrong one shows too."""
+    first = int(rng.integers(2, 9))
+    hidden = int(rng.choice([h for h in range(4, 13) if h != first]))
+    last = int(rng.choice([o for o in range(2, 6) if o != hidden]))
+    return [first, hidden, last]
+
+
+def init_labels(sizes):
+    return {"fan_in_differs_from_fan_out"} if all(a != b for a, b in zip(sizes, sizes[1:])) else set()
 
 
 COVERAGE = {
+    "init_params_follows_recipe": Coverage(
+        required={"fan_in_differs_from_fan_out"}, labels=lambda rng: init_labels(init_sizes(rng)),
+        test="test_init_params_follows_recipe"),
     "optimizer_matches_optax": Coverage(
         required={"clip_active", "clip_inactive"},
         labels=lambda rng: [c["regime"] for c in draw_update_cases(rng)],
@@ -74,6 +85,7 @@ COVERAGE = {
 
 def test_init_params_follows_recipe(submission, truth, rng):
     sizes = init_sizes(rng)
+    ensure("init_params_follows_recipe", COVERAGE["init_params_follows_recipe"].required, init_labels(sizes))
     seed = int(rng.integers(0, 2**31 - 1))
     got = submission.probe("ex07_training:init_params_of", seed, sizes)
     want = truth.probe("ex07_training:reference_init", seed, sizes)
