@@ -17,7 +17,9 @@ from grader.probes import fingerprint
 
 
 def _ctx(**fns):
-    return types.SimpleNamespace(function=lambda name: fns[name], roots=None)
+    module = types.ModuleType("learner_mod")  # the functions' own module, as in a sandbox
+    module.__dict__.update(fns)
+    return types.SimpleNamespace(function=lambda name: fns[name], roots=None, module=module)
 
 
 def fwd_over_rev(f, x, v):

@@ -121,3 +121,12 @@ def test_state_kept_outside_a_global_value_shows_and_library_bookkeeping_does_no
     finally:
         m.jnp.__dict__.pop("learner_counter", None)
         m.jax.tree_util.__dict__.pop("learner_counter_2", None)
+
+
+def test_an_object_rebound_after_the_old_one_is_freed_still_shows():
+    m = types.ModuleType("learner_mod")
+    m.X = object()
+    before = module_state.snapshot(m)
+    del m.X  # freed, were the snapshot not holding it: the new object could take its id
+    m.X = object()
+    assert module_state.changed(before, module_state.snapshot(m)) == ["X"]

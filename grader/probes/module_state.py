@@ -56,10 +56,20 @@ _DATA = _SCALARS + (list, tuple, dict, set, frozenset, bytearray, _ndarray)
 
 
 class _Budget:
-    __slots__ = ("left",)
+    __slots__ = ("left", "keep")
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, keep: list | None = None):
         self.left = n
+        self.keep = keep if keep is not None else []  # every object pictured by its id, held alive
+
+
+class Snapshot(dict):
+    """``{global name: fingerprint}``, holding every object a fingerprint names by its ``id``:
+    while the snapshot lives none of them is freed, so no new object can take its ``id`` (an
+    array rebound in each call would otherwise land, freed and reallocated, where the last one
+    was, and look unchanged)."""
+
+    __slots__ = ("keep",)
 
 
 def _own_dict(obj, owner: str):
@@ -88,6 +98,7 @@ def fingerprint(value, owner: str, budget: _Budget | None = None, depth: int = 0
     t = type(value)
     if t in _SCALARS:
         return ("v", t.__name__, repr(value)[:200] if t is not bytes else hashlib.sha1(value).hexdigest())
+    budget.keep.append(value)
     if budget.left <= 0 or depth >= MAX_DEPTH:
         return ("deep", t.__name__, id(value), len(value) if t in (list, tuple, dict, set, frozenset) else -1)
     if t in _SEQUENCES:
@@ -107,7 +118,7 @@ def fingerprint(value, owner: str, budget: _Budget | None = None, depth: int = 0
     if t is _FUNCTION:
         return _function_picture(value, owner, budget, depth)
     if t is _MODULE:
-        return _module_picture(value, depth)
+        return _module_picture(value, depth, budget.keep)
     own = _own_dict(value, owner)
     if own is None:
         inside = _builtin_contents(value, t)
@@ -155,7 +166,7 @@ def _wrapped_function(value, t):
     return None
 
 
-def _module_picture(module, depth: int):
+def _module_picture(module, depth: int, keep: list):
     """A module by its data attributes (scalars by value, containers and arrays by identity),
     and, for a module the learner's module holds, each of its submodules likewise."""
     namespace = _module_dict(module)
@@ -168,11 +179,12 @@ def _module_picture(module, depth: int):
         if t in _SCALARS:
             rows.append((key, t.__name__, repr(value)[:200] if t is not bytes else hashlib.sha1(value).hexdigest()))
         elif t in _DATA:
+            keep.append(value)
             rows.append((key, t.__name__, id(value)))
         elif t is _MODULE and depth == 0 and type(name) is str:
             sub = dict.get(_module_dict(value), "__name__")
             if type(sub) is str and sub.startswith(name + "."):
-                subs.append((key, _module_picture(value, depth + 1)))
+                subs.append((key, _module_picture(value, depth + 1, keep)))
     return ("module", id(module), tuple(sorted(rows)), tuple(sorted(subs)))
 
 
@@ -201,13 +213,16 @@ def _builtin_contents(value, t):
     return None
 
 
-def snapshot(module) -> dict:
+def snapshot(module) -> Snapshot:
     """``{global name: fingerprint}`` of ``module``'s globals (dunder names left out), each within
     its own budget (so one global's growth changes no other's picture)."""
     namespace = vars(module)
     owner = namespace.get("__name__")
-    return {name: fingerprint(value, owner, _Budget(MAX_NODES)) for name, value in list(namespace.items())
-            if type(name) is str and not name.startswith("__")}
+    keep: list = []
+    out = Snapshot((name, fingerprint(value, owner, _Budget(MAX_NODES, keep))) for name, value in
+                   list(namespace.items()) if type(name) is str and not name.startswith("__"))
+    out.keep = keep
+    return out
 
 
 def changed(before: dict, after: dict) -> list[str]:

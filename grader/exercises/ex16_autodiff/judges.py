@@ -17,6 +17,9 @@ from grader.feedback import CheckFailed, describe, expect_traced_program_compute
 
 COST_SLACK = 1.2  # the learner's jacobian may cost this much more than the cheaper of jacfwd and jacrev
 HESSIAN_SIZE = 1024  # hvp's jaxpr is read at this size: an n x n Hessian is a million elements
+#: no value in hvp's jaxpr may hold this many times n elements: a Hessian-vector product needs a few
+#: vectors of size n, while the Hessian in pieces (two n/2 x n halves, rows by the dozen) holds far more
+HVP_MAX_ELEMENTS_PER_N = 8
 
 
 def _fail(message: str, diagnosis: str, advice: str, measured: str = "", expected: str = "") -> CheckFailed:
@@ -95,13 +98,14 @@ def judge_hvp_largest(facts: dict, n: int = HESSIAN_SIZE) -> None:
     if "error" in facts:
         raise _fail(f"jax.make_jaxpr of hvp failed: {facts['error']}", "hvp does not trace (jax.make_jaxpr raised)",
                     "build hvp from JAX transformations only", measured=facts["error"])
-    if facts["elements"] >= n * n:
+    if facts["elements"] >= HVP_MAX_ELEMENTS_PER_N * n:
         raise _fail(_largest_message(facts, n),
-                    "hvp builds the whole n x n Hessian (a value with n * n elements appears in its jaxpr)",
+                    "hvp builds the n x n Hessian, whole or in pieces (a value with "
+                    f"{HVP_MAX_ELEMENTS_PER_N} n elements or more appears in its jaxpr)",
                     "never form the Hessian: jax.jvp of jax.grad(f) at x in the direction v gives H(x) v with "
                     "vectors of size n only; jax.hessian(f)(x) @ v and jax.jacfwd(jax.grad(f))(x) @ v build all of H",
                     measured=f"largest values {', '.join(facts.get('avals') or [facts['aval']])}",
-                    expected=f"fewer than {n * n} elements")
+                    expected=f"fewer than {HVP_MAX_ELEMENTS_PER_N} n = {HVP_MAX_ELEMENTS_PER_N * n} elements")
 
 
 # --- part B: jacobian -------------------------------------------------------------------------------
@@ -336,7 +340,18 @@ def judge_softmax(got: list[dict], cases: list[dict], labels: list[str]) -> None
 
 
 def judge_softmax_residuals(got: list[dict], cases: list[dict]) -> None:
-    """What ``jax.vjp`` keeps for the backward pass is one array: the output itself."""
+    """What ``jax.vjp`` keeps for the backward pass is one array: the output itself -- and
+    nothing kept elsewhere (a global, a closure variable, an attribute) for the backward rule."""
+    changed = next((res.get("state_changed") for res in got if res.get("state_changed")), [])
+    if changed:
+        raise _fail("softmax keeps state outside its residuals between calls",
+                    "the forward or backward rule writes state that outlives the call (a global variable, its "
+                    "contents, a function's attribute or closure variable, or a module's attribute): whatever the "
+                    "backward pass reads must come from its residuals, and the only residual is the output",
+                    "with jax.custom_vjp, the forward rule returns (y, y) and the backward rule computes from y and g "
+                    "alone; keep nothing in globals, closures or attributes",
+                    measured=f"changed, by the global name it is reached from: {', '.join(changed)}",
+                    expected="nothing outside softmax changes")
     for res, case in zip(got, cases):
         residuals, count = res.get("residuals", []), res.get("residual_count", 0)
         y = res["y"]["out"]

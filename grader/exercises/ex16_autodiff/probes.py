@@ -47,8 +47,11 @@ from jax import stages as _stages
 from grader import ir, jaxcompat
 from grader.compiles import OPAQUE_PRIMITIVES
 from grader.probes.errors import first_line_or_unimplemented as _first_line
+from grader.probes import module_state
 from grader.probes.generic import traced_run
 
+_snapshot = module_state.snapshot
+_changed = module_state.changed
 _jit = jax.jit
 _grad = jax.grad
 _vjp = jax.vjp
@@ -196,8 +199,11 @@ def clip_composed(ctx, lo: float, hi: float, xs, ws) -> dict:
 # --- part D: softmax --------------------------------------------------------------------------------
 
 def softmax_values(ctx, cases: list) -> list:
+    """Each case's value, VJP and residuals; and, on every case, what the calls changed of the
+    state the module reaches (``module_state``): a residual kept there is a residual too."""
     fn = ctx.function("softmax")
     out = []
+    before = _snapshot(ctx.module)
     for c in cases:
         x, g = _device_put(c["x"]), _device_put(c["g"])
         res: dict = {}
@@ -215,4 +221,7 @@ def softmax_values(ctx, cases: list) -> list:
             res["error"] = _first_line(exc)
         res["jit"] = _attempt(_jit(fn), x)
         out.append(res)
+    changed = _changed(before, _snapshot(ctx.module))[:20]
+    for res in out:
+        res["state_changed"] = changed
     return out
