@@ -133,7 +133,7 @@ def answers():
     "relu_primitive"       (str)  activation: the primitive of its one top-level equation.
     "layer_top_level_eqns" (int)  layer: how many equations the OUTER jaxpr has (an
                                   equation holding a sub-jaxpr counts as one).
-    "mixed_output_dtypes"  (list of str) mixed_types: the dtype of each of the seven
+    "mixed_output_dtypes"  (list of str; a tuple will do) mixed_types: the dtype of each of the seven
                                   outputs in order, as NumPy names ("int32", "float32", "bool").
     "branchy_cond_count"   (int)  branchy with use_sin=True: how many `cond` equations,
                                   nested ones included?
