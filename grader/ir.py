@@ -268,6 +268,37 @@ def _axes(axes) -> tuple:
     return tuple(axes) if isinstance(axes, (tuple, list)) else (axes,)
 
 
+def _elements(var) -> int:
+    shape = getattr(getattr(var, "aval", None), "shape", None)
+    size = 1
+    for d in shape or ():
+        size *= int(d)
+    return size if shape is not None else 0
+
+
+def largest_outside_shard_maps(jaxpr) -> dict:
+    """The largest value an equation makes *outside* every ``shard_map`` body (nested calls
+    included, ``{"elements", "primitive"}``), beside the largest input or output of the program
+    (``"io"``): a value larger than every input and output, made in global view, is work --
+    a matmul spelled as a broadcast product and a sum, say -- that no shard_map does."""
+    top = _inner(jaxpr)
+    io = max([_elements(v) for v in list(top.invars) + list(top.outvars)] or [0])
+    elements, primitive = 0, ""
+    stack = [top]
+    while stack:
+        j = stack.pop()
+        for eqn in j.eqns:
+            name = primitive_name(eqn.primitive)
+            if name == jaxcompat.SHARD_MAP_PRIMITIVE:
+                continue
+            for var in eqn.outvars:
+                size = _elements(var)
+                if size > elements:
+                    elements, primitive = size, name
+            stack.extend(_inner(sub) for sub in jaxcompat.jaxprs_in_params(eqn.params))
+    return {"elements": elements, "primitive": primitive, "io": io}
+
+
 def outside_shard_maps(jaxpr) -> dict[str, int]:
     """How many times each primitive appears *outside* every ``shard_map`` body (nested calls
     included, shard_map bodies skipped): the work a program does in global view."""

@@ -165,6 +165,24 @@ def test_a_matmul_outside_the_shard_map_is_named_on_every_mesh():
             assert "the compiled program holds no collective" in err.value.diagnosis
 
 
+def test_a_matmul_spelled_as_a_product_and_a_sum_outside_is_named_too():
+    """No dot_general outside, yet the matmul's work is done in global view: a value larger than every
+    input and output (the broadcast product) appears outside the shard_map."""
+    def spelled(mesh, x, w1, w2):
+        hidden = jax.nn.relu(jnp.sum(x[:, :, None] * w1[None, :, :], axis=1))
+        return jax.shard_map(lambda hb, w2b: jax.lax.psum(hb @ w2b, "model"), mesh=mesh,
+                             in_specs=(P("data", "model"), P("model", None)), out_specs=P("data", None))(hidden, w2)
+
+    _, results = _run_all((2, 4), megatron_mlp=spelled)
+    largest = results["megatron"]["largest_outside"]
+    assert largest["elements"] > largest["io"] and largest["primitive"] == "mul", largest
+    with pytest.raises(CheckFailed) as err:
+        judges.judge_megatron_collectives(results["megatron"], (2, 4), "here")
+    assert "made outside every shard_map, larger than any input or output" in err.value.message, err.value.message
+    _, honest = _run_all((2, 4))
+    assert honest["megatron"]["largest_outside"]["elements"] <= honest["megatron"]["largest_outside"]["io"]
+
+
 def test_a_failing_step_is_named():
     def broken(mesh, x, w1, w2):
         return jax.shard_map(lambda a, b, c: jax.nn.relu(a @ b) @ c, mesh=mesh,

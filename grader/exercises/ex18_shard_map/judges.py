@@ -67,7 +67,9 @@ def by_hand_fault(result: dict, axis: str, collective: str) -> str | None:
     outside = int((result.get("outside_shard_maps") or {}).get(MATMUL, 0))
     summing = [m for m in maps if axis in m.get("sums_over", ())]
     working = [m for m in summing if m.get("primitives", {}).get(MATMUL)]
-    if working and not outside:
+    largest = result.get("largest_outside") or {}
+    expanded = int(largest.get("elements", 0)) > int(largest.get("io", 0))  # work in global view
+    if working and not outside and not expanded:
         return None
     if not maps:
         return "no shard_map"
@@ -78,6 +80,10 @@ def by_hand_fault(result: dict, axis: str, collective: str) -> str | None:
         faults.append(f"the shard_map that sums over '{axis}' holds no matmul")
     if outside:
         faults.append(f"{outside} matmul{'s' if outside > 1 else ''} outside every shard_map")
+    if expanded:
+        faults.append(f"a value of {largest['elements']} elements ({largest.get('primitive', '?')}) made outside "
+                      f"every shard_map, larger than any input or output ({largest['io']}): work done in global "
+                      f"view, a matmul spelled as a product and a sum")
     return ", and ".join(faults)
 
 
@@ -86,6 +92,8 @@ def structural_fault(result: dict, axis: str, collective: str) -> str | None:
     left outside every shard_map.  Then XLA, not the learner, decides what to insert -- on a mesh whose
     axis has size 1 nothing at all -- so the collective count (and any advice on in_specs) misleads."""
     outside = int((result.get("outside_shard_maps") or {}).get(MATMUL, 0))
+    largest = result.get("largest_outside") or {}
+    outside = outside or int(largest.get("elements", 0)) > int(largest.get("io", 0))
     if "error" in result or not (outside or not result.get("shard_maps")):
         return None
     return by_hand_fault(result, axis, collective)

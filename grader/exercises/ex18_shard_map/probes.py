@@ -30,6 +30,7 @@ from jax.sharding import Mesh as _Mesh
 from jax.sharding import NamedSharding as _NamedSharding
 from jax.sharding import PartitionSpec as _P
 
+from grader.ir import largest_outside_shard_maps as _largest_outside
 from grader.ir import outside_shard_maps as _outside_shard_maps, shard_maps as _shard_maps
 from grader.layouts import AXES, mesh_record as _mesh_record, sharding_record as _sharding_record
 from grader.probes.errors import first_line_or_unimplemented as _first_line, type_name as _type_name
@@ -80,6 +81,7 @@ def _compiled(result: dict, fn, args, trace: bool):
         closed = _traced_jaxpr(traced)
         result["shard_maps"] = _shard_maps(closed)
         result["outside_shard_maps"] = _outside_shard_maps(closed)
+        result["largest_outside"] = _largest_outside(closed)
     compiled = _step(result, "compiling", lambda: _compile(_lower(traced)))
     result["hlo"] = _as_text(compiled)
     return compiled
