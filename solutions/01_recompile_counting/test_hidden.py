@@ -581,6 +581,16 @@ def analyse(calls):
 
 # --- drawing a sequence of one category -------------------------------------------------------
 
+def allowed_kinds(category) -> set:
+    """The kinds of change a sequence about ``category`` may hold: its own, and what comes with it
+    (a revisit may change shapes; a tuple<->dict swap is a change of container too)."""
+    if category == "revisit":
+        return {"revisit", "shape"}
+    if category in ("pytree_kind", "tuple_vs_dict"):
+        return {"pytree_kind", "tuple_vs_dict"}
+    return {category}
+
+
 def draw_sequence(rng, category):
     """A sequence of 3-5 calls about ``category``: its first change is one of that category; every
     later call repeats the call before it or changes it the same way again.  Apart from
@@ -608,12 +618,7 @@ def draw_sequence(rng, category):
             states.append(nxt if nxt is not None else copy.deepcopy(last))
         calls = [to_call(s) for s in states]
         kinds = analyse(calls)
-        allowed = {category, "revisit"} if category == "revisit" else {category}
-        if category == "revisit":
-            allowed.add("shape")
-        if category in ("pytree_kind", "tuple_vs_dict"):  # a tuple<->dict swap is both
-            allowed |= {"pytree_kind", "tuple_vs_dict"}
-        if category in kinds and kinds <= allowed:
+        if category in kinds and kinds <= allowed_kinds(category):
             return calls
     raise RuntimeError(f"could not draw a sequence about {category}")  # a grader bug, never the learner's
 

@@ -330,6 +330,17 @@ def judge_step_structure(facts: dict, params, momentum, lr, beta, ref: dict) -> 
             expected="exactly the checkpoints of remat_loss(params, x, y, SEGMENT) under jax.vjp",
             hint=advice, diagnosis="under the training step's gradient remat_loss saves differently from what the "
                                    "grader measured", advice=advice)
+    outside = facts.get("matmuls_outside_checkpoints")
+    if outside and outside["train_step"] > outside["remat_loss"]:
+        advice = ("take the gradient of remat_loss(params, x, y, SEGMENT) and of nothing else: a second gradient (the "
+                  "plain loss's, even times zero) keeps every activation again")
+        raise CheckFailed(
+            "train_step computes a gradient besides remat_loss's: matmuls outside every checkpoint",
+            measured=f"{outside['train_step']} matmuls outside every checkpoint in train_step's jaxpr; "
+                     f"remat_loss's gradient alone has {outside['remat_loss']}",
+            expected="no more matmuls outside the checkpoints than remat_loss's gradient has",
+            hint=advice, diagnosis="the step runs the blocks outside any checkpoint as well: some gradient it takes "
+                                   "is not remat_loss's, and keeps every activation", advice=advice)
 
 
 def judge_momentum_step(out, params, momentum, lr, beta, ref: dict) -> None:

@@ -228,9 +228,11 @@ def step_primitives(ctx, params, momentum, x, y, lr: float, beta: float) -> dict
         invars, n_params = run.jaxpr.jaxpr.invars, len(_leaves(params))
         n_state = n_params + len(_leaves(momentum))
         out["head_inside"] = _head_in_a_checkpoint(run.jaxpr.jaxpr, {invars[n_state + 1]}, set(invars[:n_params]))
-        alone = _checkpoints_alone(ctx, params, x, y)
+        alone = _remat_loss_alone(ctx, params, x, y)
         if alone is not None:
-            out["checkpoints"] = {"train_step": _checkpoints(run.jaxpr.jaxpr, {}), "remat_loss": alone}
+            out["checkpoints"] = {"train_step": _checkpoints(run.jaxpr.jaxpr, {}), "remat_loss": _checkpoints(alone, {})}
+            out["matmuls_outside_checkpoints"] = {"train_step": _matmuls_outside_checkpoints(run.jaxpr.jaxpr),
+                                                  "remat_loss": _matmuls_outside_checkpoints(alone)}
     if run.error is not None:
         out["error"] = _first_line(run.error)
     else:
@@ -253,12 +255,26 @@ def _checkpoints(jaxpr, found: dict) -> dict:
     return found
 
 
-def _checkpoints_alone(ctx, params, x, y) -> dict | None:
-    """``_checkpoints`` of ``remat_loss(..., SEGMENT)`` in the program ``remat_traced`` reads (None
-    when SEGMENT is no plain int or it does not trace: other checks say so).  A ``remat_loss``
-    that reads JAX's frames can tell ``jax.vjp`` from ``jax.grad``; a training step must hold
-    exactly the checkpoints the byte check measured -- no other policy, no more or fewer
-    segments."""
+def _matmuls_outside_checkpoints(jaxpr, inside: bool = False) -> int:
+    """The ``dot_general`` equations of ``jaxpr`` (sub-jaxprs included) outside every checkpoint:
+    remat_loss's gradient has only the head's and the backward pass's there; a step that also
+    takes another loss's gradient (the plain loss's, times zero) has every block's matmuls too."""
+    count = 0
+    for eqn in jaxpr.eqns:
+        name = ir.primitive_name(eqn.primitive)
+        count += name == "dot_general" and not inside
+        for sub in jaxcompat.jaxprs_in_params(eqn.params):
+            count += _matmuls_outside_checkpoints(getattr(sub, "jaxpr", sub),
+                                                  inside or name in jaxcompat.REMAT_PRIMITIVES)
+    return count
+
+
+def _remat_loss_alone(ctx, params, x, y):
+    """The jaxpr of ``remat_loss(..., SEGMENT)`` in the program ``remat_traced`` reads (None when
+    SEGMENT is no plain int or it does not trace: other checks say so).  A ``remat_loss`` that
+    reads JAX's frames can tell ``jax.vjp`` from ``jax.grad``; a training step must hold exactly
+    the checkpoints the byte check measured -- no other policy, no more or fewer segments -- and
+    no more matmuls outside them."""
     try:
         segment = ctx.attribute("SEGMENT")
     except LookupError:
@@ -271,7 +287,7 @@ def _checkpoints_alone(ctx, params, x, y) -> dict | None:
         raise
     except Exception:  # noqa: BLE001 - the value and byte checks report it
         return None
-    return _checkpoints(traced.jaxpr.jaxpr, {})
+    return traced.jaxpr.jaxpr
 
 
 def _deleted(tree) -> list[bool]:
