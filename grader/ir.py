@@ -116,12 +116,9 @@ def largest_value(jaxpr) -> dict:
         values = list(j.invars) + list(j.constvars) + [v for eqn in j.eqns for v in eqn.outvars]
         for var in values:
             aval = getattr(var, "aval", None)
-            shape = getattr(aval, "shape", None)
-            if shape is None:
+            if getattr(aval, "shape", None) is None:
                 continue
-            size = 1
-            for d in shape:
-                size *= int(d)
+            size = _elements(var)
             if size > elements:
                 elements, avals = size, []
             if size == elements and size > 0:
@@ -269,6 +266,7 @@ def _axes(axes) -> tuple:
 
 
 def _elements(var) -> int:
+    """How many elements a jaxpr variable's value holds (0 for one without a shape)."""
     shape = getattr(getattr(var, "aval", None), "shape", None)
     size = 1
     for d in shape or ():

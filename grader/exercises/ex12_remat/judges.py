@@ -265,6 +265,13 @@ def judge_head_outside(flags: list, segments: list, depth: int) -> None:
                 advice=advice)
 
 
+#: what the momentum update adds to remat_loss's gradient outside the checkpoints (leaf by leaf
+#: ``beta * m + g`` and ``p - lr * m``, with the casts and calls around them); any other primitive
+#: more often there than in remat_loss's gradient alone is work of another gradient
+UPDATE_PRIMITIVES = frozenset({"mul", "add", "add_any", "sub", "neg", "convert_element_type", "broadcast_in_dim",
+                               "copy", "copy_p", "pjit", "jit"})
+
+
 def judge_step_structure(facts: dict, params, momentum, lr, beta, ref: dict) -> None:
     """``facts``: a ``step_primitives`` answer, ``train_step`` traced once under the grader's
     jit, its primitive counts and that very program's outputs.  The step must be JAX's work: a
@@ -330,15 +337,18 @@ def judge_step_structure(facts: dict, params, momentum, lr, beta, ref: dict) -> 
             expected="exactly the checkpoints of remat_loss(params, x, y, SEGMENT) under jax.vjp",
             hint=advice, diagnosis="under the training step's gradient remat_loss saves differently from what the "
                                    "grader measured", advice=advice)
-    outside = facts.get("matmuls_outside_checkpoints")
-    if outside and outside["train_step"] > outside["remat_loss"]:
+    outside = facts.get("outside_checkpoints")
+    extra = sorted(p for p, n in (outside or {}).get("train_step", {}).items()
+                   if p not in UPDATE_PRIMITIVES and n > outside["remat_loss"].get(p, 0))
+    if extra:
         advice = ("take the gradient of remat_loss(params, x, y, SEGMENT) and of nothing else: a second gradient (the "
                   "plain loss's, even times zero) keeps every activation again")
         raise CheckFailed(
-            "train_step computes a gradient besides remat_loss's: matmuls outside every checkpoint",
-            measured=f"{outside['train_step']} matmuls outside every checkpoint in train_step's jaxpr; "
-                     f"remat_loss's gradient alone has {outside['remat_loss']}",
-            expected="no more matmuls outside the checkpoints than remat_loss's gradient has",
+            "train_step computes a gradient besides remat_loss's: the blocks' work outside every checkpoint",
+            measured="outside every checkpoint, train_step's jaxpr has more " + ", ".join(
+                f"{p} ({outside['train_step'][p]} vs {outside['remat_loss'].get(p, 0)})" for p in extra[:6])
+            + " than remat_loss's gradient alone",
+            expected="outside the checkpoints, remat_loss's gradient and the momentum update only",
             hint=advice, diagnosis="the step runs the blocks outside any checkpoint as well: some gradient it takes "
                                    "is not remat_loss's, and keeps every activation", advice=advice)
 

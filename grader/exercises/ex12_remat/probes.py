@@ -231,8 +231,8 @@ def step_primitives(ctx, params, momentum, x, y, lr: float, beta: float) -> dict
         alone = _remat_loss_alone(ctx, params, x, y)
         if alone is not None:
             out["checkpoints"] = {"train_step": _checkpoints(run.jaxpr.jaxpr, {}), "remat_loss": _checkpoints(alone, {})}
-            out["matmuls_outside_checkpoints"] = {"train_step": _matmuls_outside_checkpoints(run.jaxpr.jaxpr),
-                                                  "remat_loss": _matmuls_outside_checkpoints(alone)}
+            out["outside_checkpoints"] = {"train_step": _outside_checkpoints(run.jaxpr.jaxpr),
+                                          "remat_loss": _outside_checkpoints(alone)}
     if run.error is not None:
         out["error"] = _first_line(run.error)
     else:
@@ -255,18 +255,19 @@ def _checkpoints(jaxpr, found: dict) -> dict:
     return found
 
 
-def _matmuls_outside_checkpoints(jaxpr, inside: bool = False) -> int:
-    """The ``dot_general`` equations of ``jaxpr`` (sub-jaxprs included) outside every checkpoint:
-    remat_loss's gradient has only the head's and the backward pass's there; a step that also
-    takes another loss's gradient (the plain loss's, times zero) has every block's matmuls too."""
-    count = 0
+def _outside_checkpoints(jaxpr, found: dict | None = None, inside: bool = False) -> dict:
+    """How many times each primitive appears in ``jaxpr`` (sub-jaxprs included) outside every
+    checkpoint: remat_loss's gradient has only its head's and part of the backward pass's work
+    there; a step that also takes another loss's gradient (the plain loss's, times zero; its
+    matmuls spelled as products and sums, even) has every block's forward work too."""
+    found = {} if found is None else found
     for eqn in jaxpr.eqns:
         name = ir.primitive_name(eqn.primitive)
-        count += name == "dot_general" and not inside
+        if not inside:
+            found[name] = found.get(name, 0) + 1
         for sub in jaxcompat.jaxprs_in_params(eqn.params):
-            count += _matmuls_outside_checkpoints(getattr(sub, "jaxpr", sub),
-                                                  inside or name in jaxcompat.REMAT_PRIMITIVES)
-    return count
+            _outside_checkpoints(getattr(sub, "jaxpr", sub), found, inside or name in jaxcompat.REMAT_PRIMITIVES)
+    return found
 
 
 def _remat_loss_alone(ctx, params, x, y):
@@ -274,7 +275,7 @@ def _remat_loss_alone(ctx, params, x, y):
     SEGMENT is no plain int or it does not trace: other checks say so).  A ``remat_loss`` that
     reads JAX's frames can tell ``jax.vjp`` from ``jax.grad``; a training step must hold exactly
     the checkpoints the byte check measured -- no other policy, no more or fewer segments -- and
-    no more matmuls outside them."""
+    no more work outside them."""
     try:
         segment = ctx.attribute("SEGMENT")
     except LookupError:

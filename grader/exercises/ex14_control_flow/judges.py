@@ -84,7 +84,7 @@ def judge_switch_structure(facts: dict, x) -> None:
             expected="the branches' work only inside a cond", hint=advice,
             diagnosis="the traced program computes a branch outside any cond: every branch runs, then one is "
                       "picked", advice=advice)
-    holding = branches_holding(facts, "sin")
+    holding = len(branches_with(facts, "sin"))
     if holding != 1:
         raise CheckFailed("apply_branch computes branches that are not chosen", measured=(
             f"wave's sin runs in {holding} branches of the program's conds"),
@@ -94,9 +94,9 @@ def judge_switch_structure(facts: dict, x) -> None:
             advice=advice)
 
 
-def branches_holding(facts: dict, primitive: str) -> int:
-    """How many branches (of every ``cond``, nested ones apart) run ``primitive`` themselves."""
-    return sum(1 for seen in facts.get("branches", []) if primitive in seen)
+def branches_with(facts: dict, primitive: str) -> list[int]:
+    """The branches (of every ``cond``, nested ones apart) that run ``primitive`` themselves."""
+    return [i for i, seen in enumerate(facts.get("branches", [])) if primitive in seen]
 
 
 def judge_piecewise_structure(facts: dict, x) -> None:
@@ -112,8 +112,7 @@ def judge_piecewise_structure(facts: dict, x) -> None:
     expect_traced_program_computes(ok, "piecewise", "compute piecewise's value", how="",
                                    expected=f"{want:.6g} (rtol 1e-5)", measured=describe(out))
     outside = sorted(p for p in ("sin", "sqrt") if p in facts["outside"])
-    sin_in = [i for i, seen in enumerate(facts.get("branches", [])) if "sin" in seen]
-    sqrt_in = [i for i, seen in enumerate(facts.get("branches", [])) if "sqrt" in seen]
+    sin_in, sqrt_in = branches_with(facts, "sin"), branches_with(facts, "sqrt")
     if outside or len(sin_in) != 1 or len(sqrt_in) != 1 or sin_in == sqrt_in:
         advice = ("choose with lax.cond(jnp.sum(x) > 0, positive_branch, negative_branch, x): each branch then runs "
                   "only when chosen; computing both (jnp.where, arithmetic on the predicate) outside the cond, or "

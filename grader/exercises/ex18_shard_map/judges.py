@@ -59,6 +59,13 @@ def loss_and_grads_reference(params: dict, x, y):
 MATMUL = "dot_general"
 
 
+def _expanded(result: dict) -> bool:
+    """Whether a value larger than every input and output is made outside every shard_map
+    (``ir.largest_outside_shard_maps``): work done in global view, however spelled."""
+    largest = result.get("largest_outside") or {}
+    return int(largest.get("elements", 0)) > int(largest.get("io", 0))
+
+
 def by_hand_fault(result: dict, axis: str, collective: str) -> str | None:
     """What keeps the work from being done by hand, in words, or None: in the jaxpr of the very trace
     that was compiled and run (``probes._compiled``), some shard_map's body must sum over ``axis`` (a
@@ -67,8 +74,7 @@ def by_hand_fault(result: dict, axis: str, collective: str) -> str | None:
     outside = int((result.get("outside_shard_maps") or {}).get(MATMUL, 0))
     summing = [m for m in maps if axis in m.get("sums_over", ())]
     working = [m for m in summing if m.get("primitives", {}).get(MATMUL)]
-    largest = result.get("largest_outside") or {}
-    expanded = int(largest.get("elements", 0)) > int(largest.get("io", 0))  # work in global view
+    expanded = _expanded(result)
     if working and not outside and not expanded:
         return None
     if not maps:
@@ -81,6 +87,7 @@ def by_hand_fault(result: dict, axis: str, collective: str) -> str | None:
     if outside:
         faults.append(f"{outside} matmul{'s' if outside > 1 else ''} outside every shard_map")
     if expanded:
+        largest = result["largest_outside"]
         faults.append(f"a value of {largest['elements']} elements ({largest.get('primitive', '?')}) made outside "
                       f"every shard_map, larger than any input or output ({largest['io']}): work done in global "
                       f"view, a matmul spelled as a product and a sum")
@@ -91,9 +98,7 @@ def structural_fault(result: dict, axis: str, collective: str) -> str | None:
     """The fault that makes the compiled collectives meaningless, if any: no shard_map at all, or a matmul
     left outside every shard_map.  Then XLA, not the learner, decides what to insert -- on a mesh whose
     axis has size 1 nothing at all -- so the collective count (and any advice on in_specs) misleads."""
-    outside = int((result.get("outside_shard_maps") or {}).get(MATMUL, 0))
-    largest = result.get("largest_outside") or {}
-    outside = outside or int(largest.get("elements", 0)) > int(largest.get("io", 0))
+    outside = int((result.get("outside_shard_maps") or {}).get(MATMUL, 0)) or _expanded(result)
     if "error" in result or not (outside or not result.get("shard_maps")):
         return None
     return by_hand_fault(result, axis, collective)
