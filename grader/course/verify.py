@@ -281,13 +281,18 @@ def grade_course_file(manifest: Manifest, numbers: list[int], *, cheat: bool = F
     return runner.grade(manifest, numbers, zygote=zygote, course_cache=shared, **kwargs)
 
 
+_MANIFESTS: dict = {}  # manifest path -> Manifest, in a grading-pool process (one verify run reads one)
+
+
 def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
     """Runs in a grading-pool process."""
     from grader.manifest import load
     from grader.sandbox import memo
 
     t0 = time.monotonic()
-    manifest = load(Path(manifest_path))
+    manifest = _MANIFESTS.get(manifest_path)
+    if manifest is None:  # read once per pool process: parsing it costs more than a cheap grading's checks
+        manifest = _MANIFESTS[manifest_path] = load(Path(manifest_path))
     course_root = Path(course)
     run = grade_course_file(manifest, [case.number], cheat=case.expect == "zero", course_root=course_root,
                             hidden_root=course_root / "solutions", snapshots={case.number: case.snapshot},

@@ -316,6 +316,7 @@ def import_harness() -> None:
 
     if os.environ.get("GRADER_NO_JAX") == "1":  # a worker without JAX (grader.sandbox.nojax)
         from grader.sandbox import nojax  # noqa: F401
+        freeze_imports()
         return
     import jax  # noqa: F401
 
@@ -334,6 +335,20 @@ def import_harness() -> None:
     pins.prepare()  # JAX's primitives and rule tables, read once for every worker
     guard.prepare()  # the frame consumers, built once from the live objects (a zygote's workers share them)
     freeze.prepare(namespaces.grader_code(_grader_modules())[0])  # the grader's code parsed once, likewise
+    freeze_imports()
+
+
+def freeze_imports() -> None:
+    """Move every object made so far (the imports: JAX's hundreds of thousands of objects)
+    out of the garbage collector's sight, into its permanent generation.  They live as long
+    as the process, so collecting never frees one; now a collection in the worker no longer
+    walks them all (with a zygote, nor writes to the pages its children share with it, which
+    forces a copy of each).  Measured on ``grade verify 1 6 --seeds 2``: 15-20% less sandbox
+    CPU.  Nothing of the grader finds objects through the collector after this
+    (``freeze.library`` ran before), and the learner's code may not (``grader.sandbox.guard``)."""
+    import gc
+
+    gc.freeze()
 
 
 def _grader_modules() -> dict:

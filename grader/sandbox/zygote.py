@@ -138,7 +138,7 @@ def main() -> None:
     from grader.sandbox import worker
 
     worker.die_with_parent()
-    worker.import_harness()
+    worker.import_harness()  # and out of the collector's sight (`worker.freeze_imports`)
     _leave_start_folder()
     stdin, stdout = sys.stdin.buffer, sys.stdout
     children: dict[int, int] = {}  # pid -> spawn id, until reaped
