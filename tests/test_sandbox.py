@@ -467,6 +467,17 @@ def test_zygote_workers_are_fresh_isolated_workers(tmp_path, zygote):
     assert seen == [(2, 8, True), (2, 2, True)]
 
 
+@pytest.mark.parametrize("with_zygote", [True, False])
+def test_a_worker_starts_with_its_imports_out_of_the_collectors_sight(tmp_path, zygote, with_zygote):
+    """``worker.freeze_imports``: the imports (JAX's objects) sit in the permanent generation,
+    so the worker's collections never walk them; what the learner's code makes is collected."""
+    src = ("import gc\nclass Cycle:\n    pass\n"
+           "def f():\n    a = Cycle(); a.me = a; del a\n    return [gc.get_freeze_count(), gc.collect()]\n")
+    with sandbox_for(tmp_path, src, zygote=zygote if with_zygote else None) as sb:
+        frozen, collected = sb.call("f")
+    assert frozen > 100_000 and collected >= 1
+
+
 def test_zygote_workers_report_crashes_timeouts_and_learner_failures(tmp_path, zygote):
     with sandbox_for(tmp_path, "import os\ndef f():\n    os._exit(7)\n", zygote=zygote) as sb:
         err = error_of(sb)
