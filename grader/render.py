@@ -102,12 +102,15 @@ def _worker_time(role: str, t: dict) -> str:
     if remembered and not t.get("wall_s"):
         return f"{role} from memory ({remembered} answers)"
     text = f"{role} {t.get('cpu_s', 0):.2f} / {t.get('wall_s', 0):.2f} s"
+    if t.get("start_cpu_s"):
+        text += f" (start {t['start_cpu_s']:.2f}, import {t.get('import_cpu_s', 0):.2f})"
     return text + (f" ({remembered} answers from memory)" if remembered else "")
 
 
 def timings_text(ex: ExerciseResult, slowest: int = 3) -> str:
-    """Where the grading's time went (``-v``): each worker's CPU and wall seconds, and the
-    slowest checks (their pytest durations, which include waiting on the workers)."""
+    """Where the grading's time went (``-v``): each worker's CPU and wall seconds (and of its
+    CPU, its start-up and the learner's import), and the slowest checks (their pytest
+    durations, which include waiting on the workers)."""
     lines = [f"time: {ex.duration_s:.2f} s in all"]
     if ex.timings:
         lines.append("  workers (CPU / wall): " + ", ".join(_worker_time(role, t) for role, t in ex.timings.items()))

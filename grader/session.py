@@ -97,7 +97,9 @@ class ExerciseRun:
         """Each worker's CPU and wall seconds, by what it was for (known once they are closed):
         where a grading's time went, for ``grade exercise -v`` and ``make bench``; a
         learner-free worker that answered from memory (``grader.sandbox.memo``) also says
-        how many answers it gave so (``remembered``), and has no seconds if it never started."""
+        how many answers it gave so (``remembered``), and has no seconds if it never started;
+        a worker that started says how much of its CPU went to its start-up (``start_cpu_s``)
+        and to importing the learner's module (``import_cpu_s``), by its own account."""
         roles = {"public": self.public, "hidden": self.hidden, "clean": self.clean,
                  **{f"reference ({v})": box for v, box in self.references.items()},
                  **{f"without JAX ({v})": box for v, box in self.nojax.items()}}
@@ -106,6 +108,8 @@ class ExerciseRun:
             remembered = getattr(box, "recalled", 0)  # answers a learner-free worker gave from memory
             if box is not None and (box.wall_s or remembered):
                 out[role] = {"cpu_s": round(box.cpu_s, 3), "wall_s": round(box.wall_s, 3)}
+                if getattr(box, "start_cpu_s", 0.0):  # of which: its start-up, and the learner's import
+                    out[role].update(start_cpu_s=round(box.start_cpu_s, 3), import_cpu_s=round(box.import_cpu_s, 3))
                 if remembered:
                     out[role]["remembered"] = remembered
         return out

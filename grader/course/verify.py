@@ -96,6 +96,7 @@ class Outcome:
     workers_cpu_s: float = 0.0  # CPU its sandboxes used (grader.session.ExerciseRun.timings)
     cpu_by_role: dict[str, float] = dataclasses.field(default_factory=dict)  # the same, by worker role
     seeded: tuple[str, ...] = ()  # the checks that ran and drew from the seed (ExerciseResult.seeded)
+    fixed_cpu: tuple[float, float] = (0.0, 0.0)  # of workers_cpu_s: the workers' start-up, the learner's imports
 
 
 @dataclasses.dataclass
@@ -121,6 +122,7 @@ class Report:
                 {"exercise": o.case.number, "case": o.case.label, "expect": o.case.expect, "ok": o.ok,
                  "score": o.score, "max_score": o.max_score, "problem": o.problem, "seconds": round(o.seconds, 2),
                  "workers_cpu_s": round(o.workers_cpu_s, 2),
+                 "start_cpu_s": round(o.fixed_cpu[0], 2), "import_cpu_s": round(o.fixed_cpu[1], 2),
                  "cpu_by_role": {role: round(s, 2) for role, s in o.cpu_by_role.items()}}
                 for o in self.outcomes
             ],
@@ -330,7 +332,9 @@ def _run_case(manifest_path: str, course: str, case: Case) -> Outcome:
     problem = audit + problem
     return Outcome(case, not problem, problem.strip(), ex.score, ex.max_score, time.monotonic() - t0,
                    sum(t.get("cpu_s", 0.0) for t in ex.timings.values()),
-                   {role: t.get("cpu_s", 0.0) for role, t in ex.timings.items()}, ex.seeded)
+                   {role: t.get("cpu_s", 0.0) for role, t in ex.timings.items()}, ex.seeded,
+                   (sum(t.get("start_cpu_s", 0.0) for t in ex.timings.values()),
+                    sum(t.get("import_cpu_s", 0.0) for t in ex.timings.values())))
 
 
 def repeat(case: Case, first: Outcome) -> Case | None:
@@ -423,6 +427,9 @@ def print_report(report: Report) -> None:
     if roles:
         console.print("[dim]sandbox CPU s by worker: " + ", ".join(
             f"{role} {cpu:.0f}" for role, cpu in sorted(roles.items(), key=lambda t: -t[1])) + "[/]")
+        start = sum(o.fixed_cpu[0] for o in report.outcomes)
+        imports = sum(o.fixed_cpu[1] for o in report.outcomes)
+        console.print(f"[dim]of which the workers' start-up {start:.0f}, the learners' imports {imports:.0f}[/]")
     verdict = "[green]suite verified[/]" if report.ok else "[red]suite NOT verified[/]"
     if report.repeats_skipped:
         console.print(f"[dim]{len(report.repeats_skipped)} later-seed gradings not repeated: nothing their "

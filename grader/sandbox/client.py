@@ -275,6 +275,7 @@ class Sandbox:
         self.used_probes = False
         self._started = 0.0
         self.wall_s = 0.0  # from start to close
+        self.start_cpu_s = self.import_cpu_s = 0.0  # the worker's start-up and the learner's import (its hello)
         self._popen_cpu_s = 0.0
         self._user_held = False  # acquired at start, released once at close
 
@@ -714,6 +715,10 @@ class Sandbox:
         msg = self._read_answer(0)
         if "error" in msg:
             self._fail(self._error_from(msg["error"]))
+        hello = msg.get("ok") if isinstance(msg.get("ok"), dict) else {}
+        # the worker's own account of its start-up and of the learner's import (timings only)
+        self.start_cpu_s, self.import_cpu_s = (float(v) if type(v) in (int, float) and 0 <= v < 1e6 else 0.0
+                                               for v in (hello.get("start_cpu_s"), hello.get("import_cpu_s")))
         self._ready = True
 
     def _error_from(self, err: dict) -> SubmissionError:

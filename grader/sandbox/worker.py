@@ -461,8 +461,11 @@ def _serve_requests(pending: bytes, key: bytes, meter, grader_changes, violation
     import _queue
     import _thread
 
+    import time
+
     inbox, outbox = _queue.SimpleQueue(), _queue.SimpleQueue()
-    _thread.start_new_thread(_learner_thread, (inbox, outbox, module_path, plaindata, context, roots))
+    clock = time.process_time  # bound now: the learner's code may rebind the module's
+    _thread.start_new_thread(_learner_thread, (inbox, outbox, module_path, plaindata, context, roots, clock, clock()))
     _answer_loop(pending, key, meter, grader_changes, violations, refusals, inbox.put, outbox.get, os.read, os.write,
                  _hashlib.hmac_digest, b",".join, int, len, ValueError, OSError, FD_REQUESTS, FD_ANSWERS, MAX_LINE)
 
@@ -513,11 +516,17 @@ def _answer_loop(pending, key, meter, grader_changes, violations, refusals, to_l
             return
 
 
-def _learner_thread(inbox, outbox, module_path: str, plaindata, _context, roots) -> None:
+def _learner_thread(inbox, outbox, module_path: str, plaindata, _context, roots, clock, start_cpu_s: float) -> None:
     """Import the learner's module, then answer requests (the learner thread).  The
-    grader's modules come as arguments: importing them now would be refused."""
+    grader's modules come as arguments: importing them now would be refused.
+
+    The answer to IMPORT also says how much CPU the worker's start-up took (``start_cpu_s``:
+    since the process began, or since the fork from a zygote, up to the learner thread) and
+    the import of the learner's module (``import_cpu_s``): where a grading's fixed costs go
+    (``grade exercise -v``, ``grade verify``).  Only timings: nothing is judged by them."""
     learner_files = (module_path,)
     rid, _ = inbox.get()
+    import_started = clock()
     name = os.path.splitext(os.path.basename(module_path))[0]
     module = None
     try:
@@ -538,6 +547,8 @@ def _learner_thread(inbox, outbox, module_path: str, plaindata, _context, roots)
     except BaseException as exc:  # noqa: BLE001 - SystemExit included: a submission may not leave
         kind = "exit" if isinstance(exc, SystemExit) else "import_error"
         hello = {"error": _error(kind, exc, learner_files)}
+    if "ok" in hello:
+        hello["ok"].update(start_cpu_s=round(start_cpu_s, 4), import_cpu_s=round(clock() - import_started, 4))
     outbox.put((rid, _encode(hello)))
     if "error" in hello:
         return
