@@ -113,6 +113,12 @@ def _segmented(head_inside=None):
             return jax.checkpoint(lambda ps, h, y: _head(_run(ps, h), y))(last, h, y)
         if head_inside == "closure":
             return jax.checkpoint(lambda ps, h: _head(_run(ps, h), y))(last, h)
+        if head_inside == "copy_of_y":  # a value computed from y carries it too
+            return jax.checkpoint(lambda ps, h, t: _head(_run(ps, h), t))(last, h, y + 0.0)
+        if head_inside == "glued":  # y concatenated onto the activations, sliced off inside
+            w = h.shape[-1]
+            return jax.checkpoint(lambda ps, hy: _head(_run(ps, hy[..., :w]), hy[..., w:]))(
+                last, jnp.concatenate([h, y], axis=-1))
         if head_inside == "jitted":
             return jax.jit(lambda ps, h, y: jax.checkpoint(lambda a, b, c: _head(_run(a, b), c))(ps, h, y))(last, h, y)
         h = jax.checkpoint(_run)(last, h)
@@ -123,7 +129,7 @@ def _segmented(head_inside=None):
 
 
 @pytest.mark.parametrize("how, inside", [(None, False), ("own_checkpoint", False), ("operand", True),
-                                         ("closure", True), ("jitted", True)])
+                                         ("closure", True), ("jitted", True), ("copy_of_y", True), ("glued", True)])
 def test_head_inside_is_read_from_the_traced_vjp_whose_bytes_and_values_are_judged(how, inside):
     params, x, y = draw_model(np.random.default_rng(0), depth=5, width=8, batch=4)
     ctx = _Ctx(remat_loss=_segmented(how))

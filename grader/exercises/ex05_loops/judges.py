@@ -11,6 +11,7 @@ from grader.feedback import (CheckFailed, describe, expect_array, expect_traced_
                              expect_traced_program_runs, traced_error)
 from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
 from grader.testing import probe_both
+from grader.traced_work import HOST_CALLBACK_PRIMITIVES
 
 
 def unpack(out, n, what="scan_version(theta, x, max_steps)"):
@@ -103,6 +104,8 @@ NO_WHILE_ADVICE = ("write the loop with lax.scan(body, carry, None, length=max_s
 
 
 def expect_no_while(primitives, where):
+    """No while loop in the program -- and no host callback (``expect_no_host_callback``)."""
+    expect_no_host_callback(primitives, where)
     if primitives.get(WHILE_PRIMITIVE, 0):
         raise CheckFailed(
             f"{where} runs a while loop",
@@ -113,9 +116,48 @@ def expect_no_while(primitives, where):
                       f"earns nothing here")
 
 
+def expect_no_host_callback(primitives, where):
+    """The program hands no work to Python on the host (``jax.pure_callback``, ``io_callback``):
+    a loop run there is neither a scan nor JAX's."""
+    callbacks = sorted(p for p in HOST_CALLBACK_PRIMITIVES if primitives.get(p, 0))
+    if callbacks:
+        advice = "do the iteration in JAX: lax.scan(body, carry, None, length=max_steps), with no host callback"
+        raise CheckFailed(
+            f"{where} hands its work to Python on the host",
+            measured=", ".join(f"{primitives[p]} `{p}` equation(s)" for p in callbacks),
+            expected="no host callback", hint=advice, advice=advice,
+            diagnosis=f"{where} holds a host callback ({', '.join(callbacks)}): what runs there is Python, not a "
+                      f"scan JAX traces and differentiates, so it earns nothing here")
+
+
 def expect_scan_of_max_steps(found, max_steps: int) -> None:
-    """The program (a ``loop_structure`` answer) holds a scan whose length is ``max_steps``."""
+    """The program (a ``loop_structure`` answer) does the step's work in scans of length
+    ``max_steps``: at least one scan whose body holds the step (its ``tanh``), and none of
+    another length (a scan of max_steps that does nothing beside one that iterates a length
+    of its own is not the scan asked for)."""
     __tracebackhide__ = True
+    working = found.get("work_scan_lengths", [])
+    if working and all(n == max_steps for n in working):
+        return
+    if max_steps in found["scan_lengths"] and working:  # the work is in a scan of another length
+        advice = ("iterate the step itself in lax.scan(body, carry, None, length=max_steps): no scan of another "
+                  "length, and no scan of max_steps that only stands beside the one doing the work")
+        raise CheckFailed(
+            "the step is iterated by a scan whose length is not max_steps",
+            measured=f"max_steps={max_steps}: the scans holding the step have lengths {sorted(set(working))[:10]}",
+            expected=f"every `{SCAN_PRIMITIVE}` that holds the step has length == max_steps", hint=advice,
+            advice=advice,
+            diagnosis="the scan of length max_steps in scan_version's jaxpr does not hold the step: the step is "
+                      "iterated by a scan of a length of its own")
+    if max_steps in found["scan_lengths"]:  # a scan of the right length, but none does the step's work
+        advice = "put the step, z = tanh(theta * z + x), inside the body of lax.scan(..., length=max_steps)"
+        raise CheckFailed(
+            "no scan in scan_version's jaxpr holds the step",
+            measured=f"max_steps={max_steps}: scans of lengths {found['scan_lengths'][:10]}, none holding tanh",
+            expected=f"a `{SCAN_PRIMITIVE}` of length max_steps whose body computes the step", hint=advice,
+            advice=advice,
+            diagnosis="scan_version's jaxpr holds a scan of length max_steps, but its body does not compute the "
+                      "step: the iteration happens somewhere else")
     if max_steps not in found["scan_lengths"]:
         lengths = found["scan_lengths"]
         advice = ("scan over exactly max_steps steps: lax.scan(body, carry, None, length=max_steps) (or "

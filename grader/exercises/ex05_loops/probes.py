@@ -66,6 +66,10 @@ def grad_of_weighted_output(ctx, target: str, theta, x, weights, max_steps: int)
     return {"grad_theta": g_theta, "grad_x": g_x, "primitives": primitives}
 
 
+#: the iteration's own work, z = tanh(theta * z + x): a scan whose body holds none of it does not iterate
+STEP_PRIMITIVES = ("tanh", "exp", "logistic")
+
+
 def loop_structure(ctx, target: str, theta, x, max_steps: int) -> dict:
     fn = ctx.function(target)
     steps = int(max_steps)
@@ -77,10 +81,12 @@ def loop_structure(ctx, target: str, theta, x, max_steps: int) -> dict:
     out: dict = {"primitives": {}, "total_eqns": 0, "scan_lengths": []}
     if run.jaxpr is not None:
         closed = run.jaxpr
-        scans = [int(e.params.get("length", -1)) for e in ir.walk_equations(closed)
-                 if ir.primitive_name(e.primitive) == SCAN_PRIMITIVE]
+        scans = [e for e in ir.walk_equations(closed) if ir.primitive_name(e.primitive) == SCAN_PRIMITIVE]
+        # the scans that do the step's work: their body (nested jaxprs included) holds its tanh
+        working = [int(e.params.get("length", -1)) for e in scans
+                   if any(ir.primitive_name(q.primitive) in STEP_PRIMITIVES for q in ir.walk_equations(e.params["jaxpr"]))]
         out.update(primitives=ir.primitive_counts(closed), total_eqns=sum(1 for _ in ir.walk_equations(closed)),
-                   scan_lengths=scans[:100])
+                   scan_lengths=[int(e.params.get("length", -1)) for e in scans][:100], work_scan_lengths=working[:100])
     if run.error is not None:
         out["error"] = _first_line(run.error)
     else:

@@ -63,6 +63,7 @@ _dots_saveable = jax.checkpoint_policies.dots_saveable
 _leaves = jax.tree.leaves
 _tree_map = jax.tree.map
 _ones_like = jnp.ones_like
+_ONE = np.float32(1.0)  # the cotangent remat_traced feeds the pull-back, as an input of its program
 _block = jax.block_until_ready
 _device_put = jax.device_put
 _tanh = jnp.tanh
@@ -161,27 +162,34 @@ def remat_traced(ctx, params, x, y, segments: list) -> list:
     n_params = len(_leaves(params))
     out = []
     for k in segments:
-        run = traced_run(_vjp_program(fn, int(k)), params, x, y)
+        run = traced_run(_vjp_program(fn, int(k), seeded=True), params, x, y, _ONE)
         if run.error is not None:
             raise run.error
-        invars = run.jaxpr.jaxpr.invars  # the leaves of params, then x, then y
+        invars = run.jaxpr.jaxpr.invars  # the leaves of params, then x, then y, then the cotangent
         residuals = run.jaxpr.out_avals[1 + n_params:]
         loss, grads, _ = run.outputs
         out.append({"loss": np.asarray(loss), "grads": grads,
                     "bytes": int(sum(int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in residuals)),
-                    "head_inside": _head_in_a_checkpoint(run.jaxpr.jaxpr, {invars[n_params + 1]},
-                                                         set(invars[:n_params]))})
+                    "head_inside": _head_in_a_checkpoint(
+                        run.jaxpr.jaxpr, {**{v: frozenset({"p"}) for v in invars[:n_params]},
+                                          invars[n_params]: frozenset({"x"}), invars[n_params + 1]: frozenset({"y"}),
+                                          invars[-1]: frozenset({"ct"})},
+                        follow=True)})
     return out
 
 
-def _vjp_program(fn, segment: int):
+def _vjp_program(fn, segment: int, seeded: bool = False):
     """``(loss, gradient in params, residual leaves)`` of ``fn(params, x, y, segment)``: ``jax.vjp``
-    and its pull-back of 1.0, the program ``remat_traced`` reads."""
-    def loss_grads_residuals(p, xx, yy):
+    and its pull-back of 1.0, the program ``remat_traced`` reads.  ``seeded``: the 1.0 comes
+    as a fourth argument, so the program's backward pass is what its input carries
+    (``_head_in_a_checkpoint``)."""
+    def loss_grads_residuals(p, xx, yy, ct=None):
         loss, pull = _vjp(lambda a, b, c: fn(a, b, c, segment), p, xx, yy)
-        return loss, pull(_ones_like(loss))[0], _leaves(pull)
+        return loss, pull(_ones_like(loss) if ct is None else ct.astype(loss.dtype))[0], _leaves(pull)
 
-    return loss_grads_residuals
+    if seeded:
+        return lambda p, xx, yy, ct: loss_grads_residuals(p, xx, yy, ct)
+    return lambda p, xx, yy: loss_grads_residuals(p, xx, yy)
 
 
 def choices(ctx, params, x, y, budgets: list) -> list:
@@ -190,24 +198,38 @@ def choices(ctx, params, x, y, budgets: list) -> list:
     return [_plain_number(choose(params, x, y, int(budget))) for budget in budgets]
 
 
-def _head_in_a_checkpoint(jaxpr, y_vars: set, param_vars: set) -> bool:
+def _head_in_a_checkpoint(jaxpr, marks: dict, *, follow: bool = False) -> bool:
     """Whether an equation of ``jaxpr`` (or of a sub-jaxpr reached through a call whose
-    operands map one to one onto its inputs) checkpoints ``y`` together with a parameter."""
+    operands map one to one onto its inputs) checkpoints ``y`` together with a parameter.
+    ``marks`` labels input variables: ``"y"``, ``"p"`` (a parameter), ``"x"`` and ``"ct"`` (the
+    cotangent fed to the pull-back, an input of its own in ``remat_traced``'s program).
+
+    ``follow``: the labels flow through every equation to its outputs, so a value computed
+    from ``y`` (``y + 0``, ``y`` glued to the activations and sliced apart inside) carries
+    ``y`` too; then a checkpoint that takes a value carrying ``y`` and not the cotangent (the
+    backward pass of a block outside the head takes the head's cotangent, which carries
+    both) together with one carrying a parameter and not ``x`` (a block's parameters, not the
+    activations: a head checkpointed on its own, apart from the blocks, takes ``h`` and ``y``
+    and is still outside them) holds the head.  Without ``follow``, only
+    ``y`` and the parameters themselves count (a program with no cotangent input of its own:
+    there every backward value carries ``y``)."""
+    marks = dict(marks)
     for eqn in jaxpr.eqns:
-        ins = [v for v in eqn.invars if not hasattr(v, "val")]  # literals carry nothing
+        ins = [frozenset() if hasattr(v, "val") else marks.get(v, frozenset()) for v in eqn.invars]  # literals: nothing
         if ir.primitive_name(eqn.primitive) in jaxcompat.REMAT_PRIMITIVES and \
-                any(v in y_vars for v in ins) and any(v in param_vars for v in ins):
+                any("y" in m and "ct" not in m for m in ins) and any("p" in m and "x" not in m for m in ins):
             return True
         for sub in jaxcompat.jaxprs_in_params(eqn.params):
             inner = getattr(sub, "jaxpr", sub)
             if len(inner.invars) > len(eqn.invars):
                 continue
-            outer = eqn.invars[len(eqn.invars) - len(inner.invars):]  # cond: the operands after the index
-            pairs = [(i, o) for i, o in zip(inner.invars, outer) if not hasattr(o, "val")]  # literals: nothing
-            sub_y = {i for i, o in pairs if o in y_vars}
-            sub_p = {i for i, o in pairs if o in param_vars}
-            if sub_y and sub_p and _head_in_a_checkpoint(inner, sub_y, sub_p):
+            outer = ins[len(ins) - len(inner.invars):]  # cond: the operands after the index
+            if _head_in_a_checkpoint(inner, dict(zip(inner.invars, outer)), follow=follow):
                 return True
+        if follow:
+            carried = frozenset().union(*ins)
+            for var in eqn.outvars:
+                marks[var] = carried
     return False
 
 
@@ -227,7 +249,8 @@ def step_primitives(ctx, params, momentum, x, y, lr: float, beta: float) -> dict
     if run.jaxpr is not None:  # the head, as training runs it (remat_traced reads it under jax.vjp)
         invars, n_params = run.jaxpr.jaxpr.invars, len(_leaves(params))
         n_state = n_params + len(_leaves(momentum))
-        out["head_inside"] = _head_in_a_checkpoint(run.jaxpr.jaxpr, {invars[n_state + 1]}, set(invars[:n_params]))
+        out["head_inside"] = _head_in_a_checkpoint(
+            run.jaxpr.jaxpr, {**{v: frozenset({"p"}) for v in invars[:n_params]}, invars[n_state + 1]: frozenset({"y"})})
         alone = _remat_loss_alone(ctx, params, x, y)
         if alone is not None:
             out["checkpoints"] = {"train_step": _checkpoints(run.jaxpr.jaxpr, {}), "remat_loss": _checkpoints(alone, {})}
