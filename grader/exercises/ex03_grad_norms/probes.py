@@ -35,19 +35,22 @@ def _size(var) -> int:
     return n
 
 
-def _copies(jaxpr, param_ids: set, lead: int, shapes: frozenset) -> int:
-    """How many equations make, from the parameters alone, a larger value of shape ``(lead,) +``
-    the shape of a parameter leaf: a copy of that leaf per example, however it was spelled
-    (``broadcast_to(p, ...)``, ``broadcast_to(p[None], ...)``, ``tile``, ``repeat``, a
-    concatenation).  Values computed from the parameters alone are followed through every
-    equation (``p[None]`` is still the parameter) and into nested jaxprs by position."""
+def _copies(jaxpr, param_ids: set, lead: int, shapes: frozenset, data_ids: frozenset = frozenset()) -> int:
+    """How many equations make, from the parameters and constants alone (nothing computed from
+    the examples, ``data_ids``), a larger value of shape ``(lead,) +`` the shape of a parameter
+    leaf: a copy of that leaf per example, however it was spelled (``broadcast_to(p, ...)``,
+    ``broadcast_to(p[None], ...)``, ``tile``, ``repeat``, a concatenation, a gather with
+    constant indices, a product with a constant array of ones).  Values are followed through
+    every equation (``p[None]`` is still the parameter) and into nested jaxprs by position."""
     inner = getattr(jaxpr, "jaxpr", jaxpr)
-    derived = set(param_ids)
+    derived, data = set(param_ids), set(data_ids)
     found = 0
     for eqn in inner.eqns:
         ins = [v for v in eqn.invars if type(v) is not _Literal]
-        if ins and all(id(v) in derived for v in ins):
-            biggest = max(_size(v) for v in ins)
+        if any(id(v) in data for v in ins):
+            data.update(id(out) for out in eqn.outvars)
+        elif any(id(v) in derived for v in ins):
+            biggest = max(_size(v) for v in ins if id(v) in derived)
             for out in eqn.outvars:
                 derived.add(id(out))
                 shape = tuple(out.aval.shape)
@@ -55,8 +58,26 @@ def _copies(jaxpr, param_ids: set, lead: int, shapes: frozenset) -> int:
         for sub in jaxcompat.jaxprs_in_params(eqn.params):
             body = getattr(sub, "jaxpr", sub)
             if len(body.invars) == len(eqn.invars):  # a call: its inputs are the equation's, in order
-                found += _copies(body, {id(b) for b, a in zip(body.invars, eqn.invars) if id(a) in derived},
-                                 lead, shapes)
+                pairs = list(zip(body.invars, eqn.invars))
+                found += _copies(body, {id(b) for b, a in pairs if id(a) in derived}, lead, shapes,
+                                 frozenset(id(b) for b, a in pairs if id(a) in data))
+    return found
+
+
+def _per_example_weights(jaxpr, lead: int, weights: frozenset) -> int:
+    """How many matrix products run over the batch with one copy of a weight matrix per
+    example: a ``dot_general`` with batch dimensions, one of whose operands has the shape
+    ``(lead,) +`` a weight leaf's -- what mapping the parameters over the batch computes,
+    however the copies were made (a copy may be computed from the examples, e.g. a gather
+    whose indices are ``0 * x``, where ``_copies`` cannot follow it).  The per-example
+    gradients of an honest program are products of activations, never of weight copies."""
+    found = 0
+    for eqn in ir.walk_equations(jaxpr):
+        if ir.primitive_name(eqn.primitive) != "dot_general":
+            continue
+        (_, _), (batch_a, batch_b) = eqn.params["dimension_numbers"]
+        if batch_a and any(tuple(v.aval.shape) in {(lead, *w) for w in weights} for v in eqn.invars):
+            found += 1
     return found
 
 
@@ -69,7 +90,10 @@ def params_copied(ctx, target: str, args: list) -> dict:
     if run.jaxpr is not None:
         invars = run.jaxpr.jaxpr.invars[:n]
         shapes = frozenset(tuple(v.aval.shape) for v in invars)
-        out["copies"] = _copies(run.jaxpr, {id(v) for v in invars}, int(xs.shape[0]), shapes)
+        examples = frozenset(id(v) for v in run.jaxpr.jaxpr.invars[n:])  # xs and ys
+        lead = int(xs.shape[0])
+        out["copies"] = (_copies(run.jaxpr, {id(v) for v in invars}, lead, shapes, examples)
+                         + _per_example_weights(run.jaxpr, lead, frozenset(s for s in shapes if len(s) >= 2)))
     if run.error is not None:
         out["error"] = first_line(run.error)
     else:
