@@ -77,6 +77,7 @@ class CompileRecorder:
         self.primitives: dict[str, int] = {}  # primitive counts of the programs lowered and compiled in the block
         self.programs_read = 0  # programs whose primitives are in ``primitives``
         self.programs_unread = 0  # programs lowered in the block whose jaxpr was gone when it ended
+        self.work = 0  # elements those programs compute (``ir.elements_computed``)
 
     def __enter__(self) -> "CompileRecorder":
         import jax
@@ -181,6 +182,7 @@ class CompileRecorder:
                 continue
             for primitive, n in ir.primitive_counts(jaxpr).items():
                 self.primitives[primitive] = self.primitives.get(primitive, 0) + n
+            self.work += ir.elements_computed(jaxpr)
             self.programs_read += 1
 
     def _own(self, closed) -> bool:
@@ -252,6 +254,7 @@ class CompileRecorder:
             "cache_misses": list(self.cache_misses),
             "primitives": dict(self.primitives),
             "programs": {"read": self.programs_read, "unread": self.programs_unread},
+            "work": self.work,
         }
 
 

@@ -98,6 +98,25 @@ def walk_equations(jaxpr):
                 stack.append(_inner(sub))
 
 
+def elements_computed(jaxpr) -> int:
+    """How many elements the equations of ``jaxpr`` compute when it runs: each equation's
+    outputs' elements, times the length of every ``scan`` it sits in (a while loop's body
+    counts once: its trip count is not in the program; every branch of a ``cond`` counts).
+    A measure of a program's work, to tell a program that does a computation from a token
+    one compiled beside it (``grader.traced_work.expect_compiled_work``)."""
+    total = 0
+    stack = [(_inner(jaxpr), 1)]
+    while stack:
+        j, times = stack.pop()
+        for eqn in j.eqns:
+            name = primitive_name(eqn.primitive)  # a primitive of the learner's: ForeignPrimitive
+            total += times * sum(_elements(v) for v in eqn.outvars)
+            inner_times = times * max(int(eqn.params.get("length", 1)), 1) if name == "scan" else times
+            for sub in jaxcompat.jaxprs_in_params(eqn.params):
+                stack.append((_inner(sub), inner_times))
+    return total
+
+
 def primitive_counts(jaxpr) -> dict[str, int]:
     """How many times each primitive appears, nested sub-jaxprs included."""
     return tally(primitive_name(eqn.primitive) for eqn in walk_equations(jaxpr))

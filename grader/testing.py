@@ -69,6 +69,10 @@ class Compiles:
     primitives: dict = dataclasses.field(default_factory=dict)
     programs_read: int = 0
     programs_unread: int = 0
+    #: elements those programs compute (``grader.ir.elements_computed``), and the reference
+    #: solution's for the same request (None: not available here)
+    work: int = 0
+    reference_work: int | None = None
 
     @property
     def counted(self) -> int:
@@ -79,10 +83,17 @@ class Compiles:
         return sorted({e["name"] for e in self.events})
 
 
-def compiles_of(submission, record: dict, reference_total: int | None = None) -> Compiles:
+def _work_of(record) -> int:
+    work = record.get("work", 0) if isinstance(record, dict) else 0
+    return work if type(work) is int and work >= 0 else 0
+
+
+def compiles_of(submission, record: dict, reference_total: int | None = None,
+                reference_record: dict | None = None) -> Compiles:
     """The compilations of the request that returned ``record`` (a ``CompileRecorder``'s
     ``to_plain()``): its total is the sandbox's meter for that request (read now);
-    ``reference_total`` the reference solution's for the same request."""
+    ``reference_total`` the reference solution's for the same request, and
+    ``reference_record`` its recorder's record."""
     total = int(submission.last_meter.get("compiles", 0))
     incidental = record.get("incidental", 0) if isinstance(record, dict) else 0
     if type(incidental) is not int or not 0 <= incidental <= total:
@@ -101,7 +112,8 @@ def compiles_of(submission, record: dict, reference_total: int | None = None) ->
     read, unread = (n if type(n := programs.get(k, 0)) is int and n >= 0 else 0 for k in ("read", "unread"))
     return Compiles(total=total, reference=reference_total, attributed=total - incidental, incidental=incidental,
                     events=events, cache_misses=misses, primitives=primitives, programs_read=read,
-                    programs_unread=unread)
+                    programs_unread=unread, work=_work_of(record),
+                    reference_work=_work_of(reference_record) if isinstance(reference_record, dict) else None)
 
 
 def probe_pair(submission, reference, probe: str, *args: Any, **kwargs: Any) -> Any:
@@ -144,10 +156,11 @@ def probe_compiles(submission, reference, probe: str, *args: Any, **kwargs: Any)
     learner's total, the reference's total for the same request, and the recorder's record
     the probe returns under ``"compiles"``, for feedback)."""
     __tracebackhide__ = True
-    out = probe_pair(submission, reference, probe, *args, **kwargs)
+    out, ref_out = probe_both(submission, reference, probe, *args, **kwargs)
     ref_total = int(reference.last_meter.get("compiles", 0)) if reference is not None else None
     record = out.get("compiles", {}) if isinstance(out, dict) else {}
-    return out, compiles_of(submission, record, ref_total)
+    ref_record = ref_out.get("compiles") if isinstance(ref_out, dict) else None
+    return out, compiles_of(submission, record, ref_total, ref_record)
 
 
 def count_compiles(submission, reference, target: str, calls: list, explain: bool = True) -> tuple[list, Compiles]:

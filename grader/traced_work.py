@@ -107,6 +107,7 @@ def expect_compiled_work(compiles, *, what: str, needs: dict[str, tuple[str, ...
                       f"what this exercise asks for")
     missing = [" or ".join(names) for part, names in needs.items() if not any(primitives.get(n) for n in names)]
     if not missing:
+        _expect_the_work_itself(compiles, what=what, advice=advice, seen=seen)
         return
     held = " and no ".join(missing)
     why = ("the work must be inside the jitted program, not computed on the host beside it")
@@ -119,6 +120,32 @@ def expect_compiled_work(compiles, *, what: str, needs: dict[str, tuple[str, ...
         hint=advice, advice=advice,
         diagnosis=f"the programs your function compiled while it was measured hold no {held}: {why}. A compile "
                   f"count is judged only for programs that do the work")
+
+
+#: The programs compiled while a function was measured must compute at least this share of
+#: the elements the reference solution's compute for the same request (``Compiles.work``):
+#: honest layouts differ by tens of percent; a token program beside host work (``tanh`` of one
+#: number, to show the primitive) computes almost nothing.
+MIN_WORK_SHARE = 0.25
+
+
+def _expect_the_work_itself(compiles, *, what: str, advice: str, seen: str) -> None:
+    """The programs hold the work's primitives; they must also do its amount: at least
+    ``MIN_WORK_SHARE`` of the elements the reference solution's programs compute for the same
+    request (only where the reference ran it: the course's grading)."""
+    __tracebackhide__ = True
+    ref = compiles.reference_work
+    if not ref or compiles.work >= MIN_WORK_SHARE * ref:
+        return
+    raise CheckFailed(
+        f"the programs {what} compiled while it was measured do a small part of the work",
+        measured=f"{seen}; they compute {compiles.work} elements, the reference solution's programs {ref} for the "
+                 f"same calls",
+        expected=f"at least {MIN_WORK_SHARE:.0%} of the reference solution's elements", hint=advice, advice=advice,
+        diagnosis=f"the programs your function compiled while it was measured compute {compiles.work / ref:.1%} of "
+                  f"what the reference solution's compute for the same calls: the work is done elsewhere (on the "
+                  f"host, beside a jitted function that only looks the part), and a compile count is judged only "
+                  f"for programs that do the work")
 
 
 def expect_work_in_jax(found, compiles, *, what: str, needs: dict[str, tuple[str, ...]], advice: str) -> None:

@@ -293,3 +293,16 @@ def test_key_reuse_checker_traces_and_sees_typed_keys_only():
     # fold_in does not consume its key, and a key closed over under vmap is not seen
     check(lambda key: [jax.random.normal(jax.random.fold_in(key, i), (2,)) for i in range(3)], jax.random.key(0))
     check(lambda key: jax.vmap(lambda x: x + jax.random.normal(key, x.shape))(jnp.zeros((3, 2))), jax.random.key(0))
+
+
+def test_elements_computed_counts_every_output_and_multiplies_scan_bodies():
+    x = jnp.zeros((4, 8), jnp.float32)
+    one = ir.elements_computed(jax.make_jaxpr(lambda a: jnp.tanh(a) * 2.0)(x))
+    assert one == 2 * 32  # tanh and mul, 32 elements each
+
+    def scanned(a):
+        return jax.lax.scan(lambda c, _: (jnp.tanh(c) * 2.0, None), a, None, length=5)[0]
+
+    assert ir.elements_computed(jax.make_jaxpr(scanned)(x)) == 5 * one + 32  # the body five times, the scan's result once
+    token = ir.elements_computed(jax.make_jaxpr(lambda a: jnp.tanh(a[0, 0]))(x))
+    assert token < one / 10  # a token of the work computes next to nothing

@@ -77,7 +77,7 @@ def serve_workload(ctx, requests: list) -> dict:
     _block(prepared)
     outputs, per_request = [], []
     merged = {"total": 0, "incidental": 0, "events": [], "cache_misses": [], "primitives": {},
-              "programs": {"read": 0, "unread": 0}}
+              "programs": {"read": 0, "unread": 0}, "work": 0}
     for args, kwargs in prepared:
         with CompileRecorder(ctx.roots, explain_cache_misses=True) as rec:
             outputs.append(_block(fn(*args, **kwargs)))
@@ -91,6 +91,7 @@ def serve_workload(ctx, requests: list) -> dict:
             merged["primitives"][name] = merged["primitives"].get(name, 0) + n
         for k in ("read", "unread"):
             merged["programs"][k] += plain["programs"][k]
+        merged["work"] += plain["work"]
     merged["events"] = merged["events"][:200]
     merged["cache_misses"] = merged["cache_misses"][:50]
     return {"outputs": outputs, "compiles": merged, "per_request": per_request}
