@@ -179,6 +179,18 @@ def test_grader_package_is_sealed_from_learner_code(tmp_path):
         assert sb.integrity == [] and [r.kind for r in sb.refusals] == ["grader_import"]
 
 
+def test_a_not_implemented_error_raised_by_a_library_is_the_learners_error_not_the_stubs_todo(tmp_path):
+    """The stub's TODO raises NotImplementedError in the learner's file; a library that raises
+    one (JAX without a transpose rule for an operation) is an error to read, not a TODO."""
+    src = ("import asyncio\n"
+           "def todo():\n    raise NotImplementedError\n"
+           "def library():\n    return asyncio.AbstractEventLoop().time()\n")
+    with sandbox_for(tmp_path, src) as sb:
+        assert error_of(sb, "todo").kind == "not_implemented"
+        err = error_of(sb, "library")
+        assert err.kind == "exception" and err.exc_type == "NotImplementedError"
+
+
 def test_clean_worker_runs_probes_without_learner_code():
     with Sandbox.clean(timeout_s=20) as sb:
         out = sb.probe("ex05_loops:while_reference", np.float32(0.5), np.zeros(3, np.float32), 10)
