@@ -222,3 +222,23 @@ def test_the_step_structure_is_read_from_the_program_the_calls_run():
         else:
             with pytest.raises(CheckFailed, match=fails):
                 ref.judge_step_program(prepared, first)
+
+
+def test_layers_built_from_one_key_are_seen_whatever_order_their_draws_are_put_in():
+    import equinox as eqx
+
+    from grader.exercises.ex08_equinox.judges import shared_key_layers
+
+    def weights(keys, reorder):
+        out = []
+        for i, ((a, b), k) in enumerate(zip([(5, 7), (7, 6), (6, 3)], keys)):
+            w = np.asarray(eqx.nn.Linear(a, b, key=k).weight)
+            out.append((reorder(w) if i else w, None))
+        return out
+
+    one = [jax.random.PRNGKey(3)] * 3
+    split = list(jax.random.split(jax.random.PRNGKey(3), 3))
+    for reorder in (lambda w: w, lambda w: np.roll(w.ravel(), 5).reshape(w.shape), lambda w: w.T.copy(),
+                    lambda w: w.ravel()[::-1].reshape(w.shape)):
+        assert shared_key_layers(weights(one, reorder)), "one key, reordered draws"
+        assert not shared_key_layers(weights(split, reorder)), "a key each"

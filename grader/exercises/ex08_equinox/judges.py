@@ -281,16 +281,38 @@ def judge_masks_differ(pairs: list, rate: float, width: int, between: str) -> No
 def shared_key_layers(layers) -> list[tuple[int, int]]:
     """Pairs of layers whose weights were drawn from the same key: JAX's random bits depend
     on the key and the element's flat index, not the shape, so layers built from one key
-    (by eqx.nn.Linear or any one recipe) start with proportional values."""
+    (by eqx.nn.Linear or any one recipe) start with proportional values -- and, however the
+    values were moved about afterwards (rolled, transposed, reshuffled), the smaller layer's
+    values, scaled to a common bound, are among the larger one's (``_same_draws``)."""
     out = []
     for i in range(len(layers)):
         for j in range(i + 1, len(layers)):
             n = min(layers[i][0].size, layers[j][0].size)
             a, b = layers[i][0].ravel()[:n], layers[j][0].ravel()[:n]
             na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-            if n >= 4 and na > 0 and nb > 0 and abs(float(a @ b)) / (na * nb) > 1.0 - 1e-6:
+            if n >= 4 and ((na > 0 and nb > 0 and abs(float(a @ b)) / (na * nb) > 1.0 - 1e-6)
+                           or _same_draws(np.asarray(layers[i][0]), np.asarray(layers[j][0]))):
                 out.append((i, j))
     return out
+
+
+def _same_draws(w1: np.ndarray, w2: np.ndarray) -> bool:
+    """Whether most of the smaller weight's values, divided by eqx.nn.Linear's bound
+    1/sqrt(fan-in) (either dimension taken as the fan-in), are also among the larger one's:
+    independent float32 draws coincide to 1e-6 almost never, draws from one key nearly always,
+    whatever order their elements were put in afterwards."""
+    small, large = sorted((w1, w2), key=lambda w: w.size)
+    if small.size < 4 or small.ndim != 2 or large.ndim != 2:
+        return False
+    for fan_small in set(small.shape):
+        a = np.sort(np.abs(small.ravel().astype(np.float64)) * np.sqrt(fan_small))
+        for fan_large in set(large.shape):
+            b = np.sort(np.abs(large.ravel().astype(np.float64)) * np.sqrt(fan_large))
+            at = np.clip(np.searchsorted(b, a), 1, b.size - 1)
+            near = np.minimum(np.abs(b[at] - a), np.abs(b[at - 1] - a))
+            if np.mean(near <= 1e-6 * np.maximum(a, 1e-12)) >= 0.5:
+                return True
+    return False
 
 
 def judge_layer_keys(layers, what: str) -> None:
