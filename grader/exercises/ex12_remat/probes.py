@@ -251,6 +251,12 @@ def step_primitives(ctx, params, momentum, x, y, lr: float, beta: float) -> dict
         n_state = n_params + len(_leaves(momentum))
         out["head_inside"] = _head_in_a_checkpoint(
             run.jaxpr.jaxpr, {**{v: frozenset({"p"}) for v in invars[:n_params]}, invars[n_state + 1]: frozenset({"y"})})
+        seeded = _remat_loss_alone(ctx, params, x, y, seeded=True)  # the step's remat_loss, y followed through it
+        if seeded is not None and not out["head_inside"]:
+            ins = seeded.invars
+            out["head_inside"] = _head_in_a_checkpoint(
+                seeded, {**{v: frozenset({"p"}) for v in ins[:n_params]}, ins[n_params]: frozenset({"x"}),
+                         ins[n_params + 1]: frozenset({"y"}), ins[-1]: frozenset({"ct"})}, follow=True)
         alone = _remat_loss_alone(ctx, params, x, y)
         if alone is not None:
             out["checkpoints"] = {"train_step": _checkpoints(run.jaxpr.jaxpr, {}), "remat_loss": _checkpoints(alone, {})}
@@ -293,7 +299,7 @@ def _outside_checkpoints(jaxpr, found: dict | None = None, inside: bool = False)
     return found
 
 
-def _remat_loss_alone(ctx, params, x, y):
+def _remat_loss_alone(ctx, params, x, y, seeded: bool = False):
     """The jaxpr of ``remat_loss(..., SEGMENT)`` in the program ``remat_traced`` reads (None when
     SEGMENT is no plain int or it does not trace: other checks say so).  A ``remat_loss`` that
     reads JAX's frames can tell ``jax.vjp`` from ``jax.grad``; a training step must hold exactly
@@ -306,7 +312,8 @@ def _remat_loss_alone(ctx, params, x, y):
     if type(segment) is not int:
         return None
     try:
-        traced = _jit(_vjp_program(ctx.function("remat_loss"), segment)).trace(params, x, y)
+        program = _vjp_program(ctx.function("remat_loss"), segment, seeded=seeded)
+        traced = _jit(program).trace(params, x, y, _ONE) if seeded else _jit(program).trace(params, x, y)
     except NotImplementedError:
         raise
     except Exception:  # noqa: BLE001 - the value and byte checks report it
