@@ -242,3 +242,25 @@ def test_layers_built_from_one_key_are_seen_whatever_order_their_draws_are_put_i
                     lambda w: w.ravel()[::-1].reshape(w.shape)):
         assert shared_key_layers(weights(one, reorder)), "one key, reordered draws"
         assert not shared_key_layers(weights(split, reorder)), "a key each"
+
+
+@pytest.mark.parametrize("between", ["layers", "examples"])
+def test_masks_made_from_one_another_repeat_in_pairs_and_independent_ones_do_not(between):
+    from grader.feedback import CheckFailed
+
+    width, rate, n = 5, 0.45, 32
+    rng = np.random.default_rng(7)
+
+    def index(mask):
+        return int("".join(str(int(b)) for b in mask), 2)
+
+    def ids(masks_a, masks_b):
+        pairs = [(index(a), index(b)) for a, b in zip(masks_a, masks_b)]
+        return [frozenset({tuple(sorted(p)) if between == "examples" else p}) for p in pairs]
+
+    for _ in range(50):  # independent draws: never accused of dependence
+        a, b = rng.random((n, width)) >= rate, rng.random((n, width)) >= rate
+        ref.judge_masks_independent(ids(a, b), rate, width, between)
+    a = rng.random((n, width)) >= rate
+    with pytest.raises(CheckFailed, match="not drawn independently"):
+        ref.judge_masks_independent(ids(a, np.roll(a, 1, axis=1)), rate, width, between)

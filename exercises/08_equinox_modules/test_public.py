@@ -150,8 +150,8 @@ def test_dropout_small(submission):
 def test_dropout_keys_small(submission):
     """Each hidden layer's dropout, and each example's, gets a key of its own: on a
     [3, 5, 5, 2] model and one example, the two layers' masks; on the [3, 5, 2] model and two
-    copies of one example, the two examples' masks -- each the same one only as often as
-    chance says, over 32 keys."""
+    copies of one example, the two examples' masks -- each the same one, and each pair of
+    masks again, only as often as chance says, over 32 keys."""
     rng = np.random.default_rng(4)
     x, y = rng.normal(size=(1, 3)).astype(np.float32), rng.normal(size=(1, 2)).astype(np.float32)
     for sizes, between, copies in (([3, 5, 5, 2], "layers", 1), (SIZES, "examples", 2)):
@@ -161,3 +161,4 @@ def test_dropout_keys_small(submission):
         losses = [ref.as_float(v, "loss_fn(model, xs, ys, key)") for v in out["losses"]]
         candidates = ref.pair_losses(layers, "tanh", 0.5, x[0], y[0], between)
         ref.judge_masks_differ(ref.mask_pairs(candidates, losses), 0.5, sizes[1], between)
+        ref.judge_masks_independent(ref.mask_pair_ids(candidates, losses, between), 0.5, sizes[1], between)

@@ -80,7 +80,8 @@ _CHECK_FIELDS = {"name*": _TEXT, "visibility*": _TEXT, "summary*": _TEXT, "statu
 #: Per format version: the statuses it may hold (format 3 added blocked and integrity).
 _STATUSES = {2: (PASSED, FAILED, ERROR, NOT_RUN), 3: STATUSES, 4: STATUSES}
 #: ``timings`` (format 4): at most this many workers, each {"cpu_s", "wall_s"} (numbers of seconds) and,
-#: for a learner-free worker that answered from memory, "remembered" (how many answers)
+#: for a learner-free worker that answered from memory, "remembered" (how many answers); for a worker
+#: that started, "start_cpu_s" and "import_cpu_s" (its start-up's and the learner's import's CPU seconds)
 MAX_TIMED_WORKERS = 16
 
 
@@ -232,7 +233,8 @@ def _timings(d: dict, where: str) -> None:
     if len(d) > MAX_TIMED_WORKERS:
         raise _Problem(f"{where}: 'timings' names {len(d)} workers; a grading has at most {MAX_TIMED_WORKERS}")
     for role, t in d.items():
-        _fields(t, {"cpu_s*": _NUMBER, "wall_s*": _NUMBER, "remembered": _NUMBER}, f"{where}, timings of {_shown(role)}")
+        _fields(t, {"cpu_s*": _NUMBER, "wall_s*": _NUMBER, "remembered": _NUMBER, "start_cpu_s": _NUMBER,
+                    "import_cpu_s": _NUMBER}, f"{where}, timings of {_shown(role)}")
         if len(role) > 64:
             raise _Problem(f"{where}: 'timings' has a worker name over 64 characters")
 

@@ -339,8 +339,11 @@ class Remembered(Sandbox):
             if self._audit:
                 before = self.memo.get(key, self.persist)
                 if before is not None and before != value:
+                    at = next((i for i, (a, b) in enumerate(zip(before, value)) if a != b), min(len(before), len(value)))
+                    start = max(0, at - 80)  # around where they first differ
                     audit_mismatches.append(f"{self.snapshot.display_path if self.snapshot else 'clean worker'} "
-                                            f"request {rid}: remembered {before[:300]!r}, live {value[:300]!r}")
+                                            f"request {rid}, from byte {start}: remembered {before[start:at + 220]!r}, "
+                                            f"live {value[start:at + 220]!r}")
             self.memo.put(key, value, self.persist)
         return msg
 

@@ -245,6 +245,46 @@ def pair_losses(layers, activation: str, rate: float, x, y, between: str) -> np.
     return (one[:, None] + one[None, :]) / 2.0
 
 
+def mask_pair_ids(candidates: np.ndarray, losses, between: str, rtol: float = 2e-5) -> list:
+    """For each loss: the pairs of masks ``(i, j)`` that give it (unordered for "examples",
+    whose candidates are symmetric), as one hashable value, or None when none does."""
+    out = []
+    for value in losses:
+        match = np.argwhere(np.isclose(candidates, value, rtol=rtol, atol=1e-9))
+        pairs = {tuple(sorted(map(int, ij))) if between == "examples" else tuple(map(int, ij)) for ij in match}
+        out.append(frozenset(pairs) if pairs else None)
+    return out
+
+
+def judge_masks_independent(ids: list, rate: float, width: int, between: str) -> None:
+    """Two masks drawn from keys of their own are independent, so two keys give the same PAIR
+    of masks only as often as chance says (about C(n, 2) * q**2, q the chance that two draws of
+    one mask agree); when one mask is made from the other (the same draw rotated, flipped,
+    shuffled) the pair repeats whenever the first mask does, C(n, 2) * q times.  Fails when so
+    many keys repeat a pair that chance gives it less than once in a million."""
+    import math
+
+    seen = [i for i in ids if i is not None]
+    n = len(seen)
+    collisions = sum(1 for a in range(n) for b in range(a + 1, n) if seen[a] == seen[b])
+    q = ((1.0 - rate) ** 2 + rate ** 2) ** width
+    expected = n * (n - 1) / 2 * q * q * (2.0 if between == "examples" else 1.0)
+    tail = 1.0 - sum(math.exp(-expected) * expected ** k / math.factorial(k) for k in range(collisions))
+    if collisions >= 3 and tail < 1e-6:
+        what = {"layers": ("the two hidden layers' masks", "hidden layer",
+                           "split the key into one key per hidden layer and give each layer's dropout its own"),
+                "examples": ("the two examples' masks", "example",
+                             "split loss_fn's key into one key per example (jax.random.split(key, len(xs))) and "
+                             "vmap over the keys with the examples")}[between]
+        raise CheckFailed(
+            f"{what[0]} are not drawn independently: the same pair of masks comes back under {collisions} pairs of "
+            f"keys", measured=f"{collisions} pairs of keys gave the same pair of masks; about {expected:.1f} expected",
+            expected="masks drawn from keys of their own: pairs that repeat only by chance",
+            diagnosis=f"in training mode one {what[1]}'s dropout mask is made from another's (the same draw, "
+                      f"moved about): whenever the first mask repeats, so does the second",
+            advice=what[2])
+
+
 def judge_masks_differ(pairs: list, rate: float, width: int, between: str) -> None:
     """Two hidden layers (or two examples) given keys of their own draw their masks
     independently, so both are the same mask only as often as chance says:
