@@ -36,6 +36,9 @@ from grader.feedback import CheckFailed
 #: ``jax.experimental.io_callback``): a program that holds one may compute anything there.
 #: ``jax.debug.print`` / ``debug_callback`` only print, and are allowed.
 HOST_CALLBACK_PRIMITIVES = ("pure_callback", "io_callback")
+#: A part of ``needs`` made only of these is a choice or a loop, not arithmetic: missing, it was
+#: made another way (``jnp.where``, a Python ``if``), not necessarily outside JAX.
+CONTROL_FLOW_PRIMITIVES = frozenset({"cond", "while", "scan"})
 
 _WHY_NOT_TRACED = {
     "TracerArrayConversionError": "it turns a traced array into a NumPy array (np.asarray, np.exp, ... on a JAX "
@@ -45,6 +48,22 @@ _WHY_NOT_TRACED = {
     "TracerBoolConversionError": "it uses a traced array as a Python bool (an `if` on an array)",
     "TracerIntegerConversionError": "it uses a traced array as a Python int",
 }
+
+
+def expect_no_host_callback(primitives: dict, *, where: str, advice: str,
+                            why: str = "the work done there is not JAX's, so it is not compiled and not what this "
+                                       "exercise asks for") -> None:
+    """``primitives`` (a program's primitive counts) holds no host callback: Python run on the
+    host from inside the program (a loop over a batch, a whole computation) is invisible to
+    every structural check.  Raises ``CheckFailed`` saying ``where`` and ``why``."""
+    __tracebackhide__ = True
+    callbacks = sorted(p for p in HOST_CALLBACK_PRIMITIVES if primitives.get(p))
+    if callbacks:
+        raise CheckFailed(
+            f"{where} hands its work to Python on the host",
+            measured=", ".join(f"{primitives[p]} `{p}` equation(s)" for p in callbacks),
+            expected="no host callback", hint=advice, advice=advice,
+            diagnosis=f"the program of {where} holds a host callback ({', '.join(callbacks)}): {why}")
 
 
 def expect_jax_work(found, *, what: str, needs: dict[str, tuple[str, ...]], advice: str) -> None:
@@ -66,23 +85,21 @@ def expect_jax_work(found, *, what: str, needs: dict[str, tuple[str, ...]], advi
             diagnosis=f"{what} does not do its work in JAX: traced with jax.make_jaxpr it fails, because {why}. "
                       f"A compilation count alone cannot tell this from a jitted program, so it is checked")
     primitives = found.get("primitives", {}) if isinstance(found.get("primitives"), dict) else {}
-    callbacks = sorted(p for p in HOST_CALLBACK_PRIMITIVES if primitives.get(p))
-    if callbacks:
-        raise CheckFailed(
-            f"{what} hands its work to Python on the host", measured=", ".join(f"`{p}`" for p in callbacks),
-            expected="no host callback", hint=advice, advice=advice,
-            diagnosis=f"the program of {what} holds a host callback ({', '.join(callbacks)}): the work done there is "
-                      f"not JAX's, so it is not compiled and not what this exercise asks for")
+    expect_no_host_callback(primitives, where=what, advice=advice)
     missing = [part for part, names in needs.items() if not any(primitives.get(n) for n in names)]
     if missing:
+        choice = all(set(needs[part]) <= CONTROL_FLOW_PRIMITIVES for part in missing)
+        why = ("the choice is not made by JAX's control flow (jnp.where or a select computes every branch; a Python "
+               "if or int() on a value decides on the host)" if choice else
+               "that part of the work happens outside JAX (NumPy on concrete values, or a result computed ahead of "
+               "time)")
         raise CheckFailed(
             f"the program of {what} lacks {', '.join(missing)}",
             measured=f"primitives traced: {', '.join(sorted(primitives)[:40]) or 'none'}",
             expected="; ".join(f"{part}: one of {', '.join(names)}" for part, names in needs.items()),
             hint=advice, advice=advice,
-            diagnosis=f"the program JAX traces for {what} does not hold {' or '.join(missing)}: that part of the work "
-                      f"happens outside JAX (NumPy on concrete values, or a result computed ahead of time), so "
-                      f"compiling it is not what the compile count rewards")
+            diagnosis=f"the program JAX traces for {what} does not hold {' or '.join(missing)}: {why}, so compiling "
+                      f"it is not what the compile count rewards")
 
 
 def expect_compiled_work(compiles, *, what: str, needs: dict[str, tuple[str, ...]], advice: str) -> None:

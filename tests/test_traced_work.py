@@ -75,6 +75,16 @@ def test_numpy_callbacks_and_precomputed_answers_fail(fn, words):
     assert words in info.value.message and info.value.diagnosis and info.value.advice
 
 
+def test_a_missing_choice_is_said_to_be_made_another_way_not_outside_jax():
+    def with_where(x, temperature, shift):  # both sides computed, one selected: JAX, but no cond
+        return jnp.where(x.sum() > 0, jnp.exp(x), jnp.exp(-x))
+
+    found = traced.work(Ctx(f=with_where), "f", ARGS, None, [0])
+    with pytest.raises(CheckFailed) as info:
+        expect_jax_work(found, what="f", needs={"lax.cond's cond": ("cond",), **NEEDS}, advice="use lax.cond")
+    assert "not made by JAX's control flow" in info.value.diagnosis and "outside JAX" not in info.value.diagnosis
+
+
 def test_a_stub_is_reported_as_not_implemented():
     def stub(x, temperature, shift):
         raise NotImplementedError("write me")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from grader.feedback import CheckFailed, expect_traced_program_computes, expect_traced_program_runs, traced_error
 from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
-from grader.traced_work import HOST_CALLBACK_PRIMITIVES
+from grader.traced_work import expect_no_host_callback
 
 #: The learner's jaxpr may hold at most this many times the reference solution's equations:
 #: honest vmapped versions differ by tens of percent; a Python loop over a batch padded to a
@@ -54,15 +54,9 @@ def expect_no_batch_loop(summaries: dict, references: dict | None) -> None:
     reference).  Raises ``CheckFailed`` naming the kind of loop, never an input."""
     __tracebackhide__ = True
     small, large = min(summaries), max(summaries)
-    callbacks = {p: n for p, n in summaries[large]["primitives"].items() if p in HOST_CALLBACK_PRIMITIVES and n}
-    if callbacks:
-        advice = "compute the gradients in JAX, mapped over the batch with jax.vmap: no host callback"
-        raise CheckFailed(
-            "the program hands its work to Python on the host",
-            measured=", ".join(f"{n} `{p}` equation(s)" for p, n in callbacks.items()),
-            expected="no host callback: a vectorised JAX program", hint=advice, advice=advice,
-            diagnosis="the program holds a host callback: whatever loops over the examples there is Python, "
-                      "invisible to JAX and not vectorised")
+    expect_no_host_callback(summaries[large]["primitives"], where="per_example_grad_norms",
+                            advice="compute the gradients in JAX, mapped over the batch with jax.vmap: no host callback",
+                            why="whatever loops over the examples there is Python, invisible to JAX and not vectorised")
     loops = {p: n for p, n in summaries[large]["primitives"].items() if p in (SCAN_PRIMITIVE, WHILE_PRIMITIVE) and n}
     if loops:
         advice = ("map over the batch with jax.vmap, which builds one batched program: lax.map, lax.scan, "

@@ -11,7 +11,7 @@ from grader.feedback import (CheckFailed, describe, expect_array, expect_traced_
                              expect_traced_program_runs, traced_error)
 from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
 from grader.testing import probe_both
-from grader.traced_work import HOST_CALLBACK_PRIMITIVES
+from grader.traced_work import expect_no_host_callback
 
 
 def unpack(out, n, what="scan_version(theta, x, max_steps)"):
@@ -104,8 +104,12 @@ NO_WHILE_ADVICE = ("write the loop with lax.scan(body, carry, None, length=max_s
 
 
 def expect_no_while(primitives, where):
-    """No while loop in the program -- and no host callback (``expect_no_host_callback``)."""
-    expect_no_host_callback(primitives, where)
+    """No while loop in the program -- and no host callback: a loop run there is neither a
+    scan nor JAX's."""
+    expect_no_host_callback(primitives, where=where, why="what runs there is Python, not a scan JAX traces and "
+                                                         "differentiates, so it earns nothing here",
+                            advice="do the iteration in JAX: lax.scan(body, carry, None, length=max_steps), with no "
+                                   "host callback")
     if primitives.get(WHILE_PRIMITIVE, 0):
         raise CheckFailed(
             f"{where} runs a while loop",
@@ -114,20 +118,6 @@ def expect_no_while(primitives, where):
             diagnosis=f"{where} runs a while loop (lax.while_loop, a fori_loop with a traced bound, or a call of "
                       f"while_version): what it computes comes from the while loop this exercise replaces, so it "
                       f"earns nothing here")
-
-
-def expect_no_host_callback(primitives, where):
-    """The program hands no work to Python on the host (``jax.pure_callback``, ``io_callback``):
-    a loop run there is neither a scan nor JAX's."""
-    callbacks = sorted(p for p in HOST_CALLBACK_PRIMITIVES if primitives.get(p, 0))
-    if callbacks:
-        advice = "do the iteration in JAX: lax.scan(body, carry, None, length=max_steps), with no host callback"
-        raise CheckFailed(
-            f"{where} hands its work to Python on the host",
-            measured=", ".join(f"{primitives[p]} `{p}` equation(s)" for p in callbacks),
-            expected="no host callback", hint=advice, advice=advice,
-            diagnosis=f"{where} holds a host callback ({', '.join(callbacks)}): what runs there is Python, not a "
-                      f"scan JAX traces and differentiates, so it earns nothing here")
 
 
 def expect_scan_of_max_steps(found, max_steps: int) -> None:
