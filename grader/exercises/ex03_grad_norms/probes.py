@@ -71,12 +71,13 @@ def _per_example_weights(jaxpr, lead: int, weights: frozenset) -> int:
     however the copies were made (a copy may be computed from the examples, e.g. a gather
     whose indices are ``0 * x``, where ``_copies`` cannot follow it).  The per-example
     gradients of an honest program are products of activations, never of weight copies."""
+    copies = {(lead, *w) for w in weights}
     found = 0
     for eqn in ir.walk_equations(jaxpr):
         if ir.primitive_name(eqn.primitive) != "dot_general":
             continue
-        (_, _), (batch_a, batch_b) = eqn.params["dimension_numbers"]
-        if batch_a and any(tuple(v.aval.shape) in {(lead, *w) for w in weights} for v in eqn.invars):
+        _, (batch_dims, _) = eqn.params["dimension_numbers"]
+        if batch_dims and any(tuple(v.aval.shape) in copies for v in eqn.invars):
             found += 1
     return found
 

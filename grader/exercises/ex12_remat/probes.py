@@ -62,7 +62,6 @@ _checkpoint = jax.checkpoint
 _dots_saveable = jax.checkpoint_policies.dots_saveable
 _leaves = jax.tree.leaves
 _tree_map = jax.tree.map
-_ones_like = jnp.ones_like
 _ONE = np.float32(1.0)  # the cotangent remat_traced feeds the pull-back, as an input of its program
 _block = jax.block_until_ready
 _device_put = jax.device_put
@@ -162,7 +161,7 @@ def remat_traced(ctx, params, x, y, segments: list) -> list:
     n_params = len(_leaves(params))
     out = []
     for k in segments:
-        run = traced_run(_vjp_program(fn, int(k), seeded=True), params, x, y, _ONE)
+        run = traced_run(_vjp_program(fn, int(k)), params, x, y, _ONE)
         if run.error is not None:
             raise run.error
         invars = run.jaxpr.jaxpr.invars  # the leaves of params, then x, then y, then the cotangent
@@ -170,26 +169,27 @@ def remat_traced(ctx, params, x, y, segments: list) -> list:
         loss, grads, _ = run.outputs
         out.append({"loss": np.asarray(loss), "grads": grads,
                     "bytes": int(sum(int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in residuals)),
-                    "head_inside": _head_in_a_checkpoint(
-                        run.jaxpr.jaxpr, {**{v: frozenset({"p"}) for v in invars[:n_params]},
-                                          invars[n_params]: frozenset({"x"}), invars[n_params + 1]: frozenset({"y"}),
-                                          invars[-1]: frozenset({"ct"})},
-                        follow=True)})
+                    "head_inside": _head_in_a_checkpoint(run.jaxpr.jaxpr, _labels(invars, n_params), follow=True)})
     return out
 
 
-def _vjp_program(fn, segment: int, seeded: bool = False):
-    """``(loss, gradient in params, residual leaves)`` of ``fn(params, x, y, segment)``: ``jax.vjp``
-    and its pull-back of 1.0, the program ``remat_traced`` reads.  ``seeded``: the 1.0 comes
-    as a fourth argument, so the program's backward pass is what its input carries
-    (``_head_in_a_checkpoint``)."""
-    def loss_grads_residuals(p, xx, yy, ct=None):
-        loss, pull = _vjp(lambda a, b, c: fn(a, b, c, segment), p, xx, yy)
-        return loss, pull(_ones_like(loss) if ct is None else ct.astype(loss.dtype))[0], _leaves(pull)
+def _labels(invars, n_params: int) -> dict:
+    """``_head_in_a_checkpoint``'s labels for the inputs of a ``_vjp_program``: the parameters'
+    leaves, x, y, then the cotangent."""
+    return {**{v: frozenset({"p"}) for v in invars[:n_params]}, invars[n_params]: frozenset({"x"}),
+            invars[n_params + 1]: frozenset({"y"}), invars[-1]: frozenset({"ct"})}
 
-    if seeded:
-        return lambda p, xx, yy, ct: loss_grads_residuals(p, xx, yy, ct)
-    return lambda p, xx, yy: loss_grads_residuals(p, xx, yy)
+
+def _vjp_program(fn, segment: int):
+    """``(loss, gradient in params, residual leaves)`` of ``fn(params, x, y, segment)``: ``jax.vjp``
+    and its pull-back of ``ct`` (1.0, ``_ONE``), the program ``remat_traced`` reads.  The 1.0 is an
+    input of the program, not a constant in it, so its backward pass is what that input carries
+    (``_head_in_a_checkpoint``)."""
+    def loss_grads_residuals(p, xx, yy, ct):
+        loss, pull = _vjp(lambda a, b, c: fn(a, b, c, segment), p, xx, yy)
+        return loss, pull(ct.astype(loss.dtype))[0], _leaves(pull)
+
+    return loss_grads_residuals
 
 
 def choices(ctx, params, x, y, budgets: list) -> list:
@@ -251,13 +251,9 @@ def step_primitives(ctx, params, momentum, x, y, lr: float, beta: float) -> dict
         n_state = n_params + len(_leaves(momentum))
         out["head_inside"] = _head_in_a_checkpoint(
             run.jaxpr.jaxpr, {**{v: frozenset({"p"}) for v in invars[:n_params]}, invars[n_state + 1]: frozenset({"y"})})
-        seeded = _remat_loss_alone(ctx, params, x, y, seeded=True)  # the step's remat_loss, y followed through it
-        if seeded is not None and not out["head_inside"]:
-            ins = seeded.invars
-            out["head_inside"] = _head_in_a_checkpoint(
-                seeded, {**{v: frozenset({"p"}) for v in ins[:n_params]}, ins[n_params]: frozenset({"x"}),
-                         ins[n_params + 1]: frozenset({"y"}), ins[-1]: frozenset({"ct"})}, follow=True)
         alone = _remat_loss_alone(ctx, params, x, y)
+        if alone is not None and not out["head_inside"]:  # the step's remat_loss, y followed through it
+            out["head_inside"] = _head_in_a_checkpoint(alone, _labels(alone.invars, n_params), follow=True)
         if alone is not None:
             out["checkpoints"] = {"train_step": _checkpoints(run.jaxpr.jaxpr, {}), "remat_loss": _checkpoints(alone, {})}
             out["outside_checkpoints"] = {"train_step": _outside_checkpoints(run.jaxpr.jaxpr),
@@ -299,7 +295,7 @@ def _outside_checkpoints(jaxpr, found: dict | None = None, inside: bool = False)
     return found
 
 
-def _remat_loss_alone(ctx, params, x, y, seeded: bool = False):
+def _remat_loss_alone(ctx, params, x, y):
     """The jaxpr of ``remat_loss(..., SEGMENT)`` in the program ``remat_traced`` reads (None when
     SEGMENT is no plain int or it does not trace: other checks say so).  A ``remat_loss`` that
     reads JAX's frames can tell ``jax.vjp`` from ``jax.grad``; a training step must hold exactly
@@ -312,8 +308,7 @@ def _remat_loss_alone(ctx, params, x, y, seeded: bool = False):
     if type(segment) is not int:
         return None
     try:
-        program = _vjp_program(ctx.function("remat_loss"), segment, seeded=seeded)
-        traced = _jit(program).trace(params, x, y, _ONE) if seeded else _jit(program).trace(params, x, y)
+        traced = _jit(_vjp_program(ctx.function("remat_loss"), segment)).trace(params, x, y, _ONE)
     except NotImplementedError:
         raise
     except Exception:  # noqa: BLE001 - the value and byte checks report it
