@@ -655,3 +655,41 @@ def test_a_closed_sandbox_knows_the_cpu_its_worker_used(tmp_path, zygote, via_zy
     with sandbox_for(tmp_path, src, zygote=zygote if via_zygote else None) as sb:
         sb.call("spin", 0.6)
     assert sb.cpu_s >= 0.6 and sb.wall_s >= 0.6
+
+
+def test_the_graders_copy_imports_compiled_modules_and_never_a_stale_one(tmp_path):
+    """Workers write no bytecode, so the copy they import from carries the checkout's own
+    compiled modules: a zygote then loads them instead of compiling the grader's source.  A
+    compiled module that no longer matches its source is not carried over as valid."""
+    import importlib.util
+    import py_compile
+    import subprocess
+    import sys
+
+    from grader.sandbox import install
+
+    fresh = Path(install.__file__).with_name("scratch.py")  # compiled now: current
+    stale = Path(install.__file__).with_name("disk.py")
+    py_compile.compile(str(fresh), doraise=True)
+    cached = Path(importlib.util.cache_from_source(str(stale)))
+    py_compile.compile(str(stale), doraise=True)
+    data = bytearray(cached.read_bytes())
+    data[8:12] = (int.from_bytes(data[8:12], "little") - 7).to_bytes(4, "little")  # as if the source changed since
+    cached.write_bytes(bytes(data))
+    try:
+        script = ("from grader.sandbox import install\nprint(install.grader_base(), flush=True)\n"
+                  "import subprocess, sys\n"
+                  "base = str(install.grader_base())\n"
+                  "code = f'import sys; sys.path.insert(0, {base!r}); import grader.sandbox.scratch, grader.sandbox.disk'\n"
+                  "p = subprocess.run([sys.executable, '-v', '-s', '-P', '-c', code], capture_output=True, text=True,\n"
+                  "                   env={'PYTHONDONTWRITEBYTECODE': '1', 'PATH': '/usr/bin:/bin'})\n"
+                  "print(p.stderr)\n")
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=dict(os.environ),
+                             cwd=str(Path(__file__).resolve().parents[1]), check=True).stdout
+    finally:
+        cached.unlink(missing_ok=True)
+    base = out.splitlines()[0]
+    loaded = [line for line in out.splitlines() if line.startswith("# code object from")]
+    assert any(base in line and line.endswith("scratch.cpython-311.pyc'".replace("311", "%d%d" % sys.version_info[:2]))
+               for line in loaded), loaded
+    assert any(base in line and line.endswith("/sandbox/disk.py") for line in loaded), loaded
