@@ -117,6 +117,86 @@ def elements_computed(jaxpr) -> int:
     return total
 
 
+#: Primitives that move, reshape or re-type a value without computing anything from it.
+LAYOUT_PRIMITIVES = frozenset({"reshape", "convert_element_type", "squeeze", "expand_dims", "broadcast_in_dim",
+                               "transpose", "copy", "copy_p", "device_put"})
+#: Primitives that choose or repeat: their sub-programs run only when chosen, or once per trip, so
+#: a flattened program keeps them whole (``flat_equations``).
+CONTROL_FLOW_PRIMITIVES = frozenset({"cond", "while", "scan"})
+
+
+def flat_equations(jaxpr) -> tuple[list, list, list]:
+    """``jaxpr`` with its nested calls (``jit``, ``closed_call``, ``checkpoint``, ``custom_jvp``,
+    ``custom_vjp``, ``shard_map``: any equation but control flow whose one sub-program takes the
+    equation's inputs in order) inlined: ``(equations, inputs, outputs)``, each equation a
+    ``(name, input keys, output keys)`` and each value named by a key (the ``id`` of the variable
+    that holds it at the outermost level it reaches; ``None`` for a literal).
+    Control flow (``CONTROL_FLOW_PRIMITIVES``) stays one equation, so a value computed inside a
+    branch is not one of the flattened program's: what runs on every path is what is listed."""
+    literal = jaxcompat.literal_class()
+    eqns: list = []
+    root = _inner(jaxpr)
+
+    def key(atom, names):
+        return None if type(atom) is literal else names.get(id(atom), id(atom))
+
+    def walk(j, names):
+        for eqn in j.eqns:
+            name = primitive_name(eqn.primitive)  # a primitive of the learner's: ForeignPrimitive
+            ins = [key(a, names) for a in eqn.invars]
+            subs = jaxcompat.jaxprs_in_params(eqn.params)
+            body = _inner(subs[0]) if len(subs) == 1 else None
+            if (name not in CONTROL_FLOW_PRIMITIVES and body is not None and len(body.invars) == len(eqn.invars)
+                    and len(body.outvars) == len(eqn.outvars)):
+                inner = {id(b): k for b, k in zip(body.invars, ins) if k is not None}
+                walk(body, inner)
+                for out, res in zip(eqn.outvars, body.outvars):
+                    names[id(out)] = key(res, inner)
+                continue
+            eqns.append((name, ins, [id(out) for out in eqn.outvars]))
+
+    top: dict = {}  # the outermost level's own names (its outputs that an inlined call returned)
+    walk(root, top)
+    outputs = [key(v, top) for v in root.outvars]
+    return eqns, [id(v) for v in root.invars], outputs
+
+
+def work_outside_control_flow(jaxpr, data: tuple[int, ...]) -> list[str]:
+    """What a program computes from its inputs at positions ``data`` on every path: the
+    primitives, outside every ``cond`` (its branches run only when chosen), that take such a
+    value and whose result reaches something other than a ``cond``'s predicate or index --
+    the program's outputs, a branch's operands, another computation.  Moving and re-typing
+    (``LAYOUT_PRIMITIVES``) is not work, nor is what only decides which branch runs
+    (``jnp.sum(x) > 0``).  Branches computed beside a ``cond`` and then picked (``jnp.where``,
+    arithmetic on the predicate), or fed to it ready-made, are listed; a program that only
+    chooses lists nothing."""
+    eqns, inputs, outputs = flat_equations(jaxpr)
+    tainted = {inputs[i] for i in data if i < len(inputs)}
+    flows = []  # per equation: does it take a value computed from the data?
+    for _, ins, outs in eqns:
+        hit = any(k in tainted for k in ins)
+        flows.append(hit)
+        if hit:
+            tainted.update(outs)
+    # which values only decide a choice: used solely as a cond's predicate or index (operand 0),
+    # or by equations that themselves only decide one (walked from the end)
+    uses: dict = {}
+    for i, (name, ins, _) in enumerate(eqns):
+        for pos, k in enumerate(ins):
+            if k is not None:
+                uses.setdefault(k, []).append((i, pos))
+    escapes = set(outputs)
+    deciding = [False] * len(eqns)
+    for i in range(len(eqns) - 1, -1, -1):
+        name, _, outs = eqns[i]
+        if name == "cond":
+            continue
+        deciding[i] = all(k not in escapes and all((eqns[j][0] == "cond" and pos == 0) or deciding[j]
+                                                  for j, pos in uses.get(k, ())) for k in outs)
+    return [name for i, (name, _, _) in enumerate(eqns)
+            if flows[i] and not deciding[i] and name != "cond" and name not in LAYOUT_PRIMITIVES]
+
+
 def primitive_counts(jaxpr) -> dict[str, int]:
     """How many times each primitive appears, nested sub-jaxprs included."""
     return tally(primitive_name(eqn.primitive) for eqn in walk_equations(jaxpr))

@@ -56,6 +56,42 @@ def test_structure_probe_tells_switch_from_select():
     judges.judge_switch_structure(probes.switch_structure(_ctx(apply_branch=nested), x), x)
 
 
+def test_work_outside_a_cond_is_found_whatever_primitives_compute_it():
+    """What runs on every path is read from the data flow, not from a list of primitives: a
+    branch computed with other operations (cos for sin, a power for sqrt) beside a cond and
+    picked with where shows; choosing (the predicate's sum) and moving values do not; nested
+    jits are followed through."""
+    from grader import ir
+
+    x = np.float32([0.5, -1.0, 2.0])
+    pos = lambda v: jnp.sum(jnp.sin(v) * v)  # noqa: E731
+    neg = lambda v: jnp.sqrt(-jnp.sum(v))  # noqa: E731
+
+    def honest(v):
+        return lax.cond(jnp.sum(v) > 0, pos, neg, v.astype(jnp.float32).reshape(-1))
+
+    def closure(v):
+        return lax.cond(jnp.sum(v) > 0, lambda: pos(v), lambda: neg(v))
+
+    def disguised(v):
+        p = jnp.sum(v) > 0
+        a = jnp.sum(jnp.cos(v - jnp.pi / 2) * v)
+        b = jnp.power(jnp.where(p, 1.0, -jnp.sum(v)), 0.5)
+        return jnp.where(p, a, b) + 0.0 * lax.cond(p, pos, neg, v)
+
+    def fed_ready_made(v):
+        return lax.cond(jnp.sum(v) > 0, lambda a, b: a, lambda a, b: b, pos(v), neg(v))
+
+    for fn in (honest, closure, jax.jit(honest)):
+        assert ir.work_outside_control_flow(jax.make_jaxpr(fn)(x), (0,)) == [], fn
+    assert {"cos", "pow", "select_n"} <= set(ir.work_outside_control_flow(jax.make_jaxpr(jax.jit(disguised))(x), (0,)))
+    assert {"sin", "sqrt"} <= set(ir.work_outside_control_flow(jax.make_jaxpr(fed_ready_made)(x), (0,)))
+    switch = jax.make_jaxpr(lambda i, v: lax.switch(i, BRANCHES, v))(1, x)
+    assert ir.work_outside_control_flow(switch, (1,)) == []
+    picked = jax.make_jaxpr(lambda i, v: jnp.where(i == 0, 2.0 * v, lax.cond(i == 1, jnp.sin, lambda u: u, v)))(1, x)
+    assert ir.work_outside_control_flow(picked, (1,)) == ["mul", "select_n"]
+
+
 def test_structure_is_judged_on_the_program_that_computes():
     """A function that shows tracers a switch and computes every branch on concrete values
     (red team 2, attack 12) is judged by the traced program, whose output must be wave(x)."""

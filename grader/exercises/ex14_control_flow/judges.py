@@ -78,9 +78,11 @@ def judge_switch_structure(facts: dict, x) -> None:
     advice = ("use lax.switch(index, BRANCHES, x): it becomes one cond whose branches run only when chosen; "
               "jnp.where, jnp.select or arithmetic on the index compute every branch and then pick one, outside "
               "a cond or inside each of its branches alike")
-    if "sin" in outside or not conds:
+    work = sorted(set(facts.get("work_outside", ())))
+    if "sin" in outside or not conds or work:
         raise CheckFailed("apply_branch computes branches that are not chosen", measured=(
-            f"conds with {conds} branches; outside them: {sorted(outside)}"),
+            f"conds with {conds} branches; outside them: {sorted(outside)}"
+            + (f"; computed from x outside every cond, on every path: {', '.join(work)}" if work else "")),
             expected="the branches' work only inside a cond", hint=advice,
             diagnosis="the traced program computes a branch outside any cond: every branch runs, then one is "
                       "picked", advice=advice)
@@ -112,15 +114,18 @@ def judge_piecewise_structure(facts: dict, x) -> None:
     expect_traced_program_computes(ok, "piecewise", "compute piecewise's value", how="",
                                    expected=f"{want:.6g} (rtol 1e-5)", measured=describe(out))
     outside = sorted(p for p in ("sin", "sqrt") if p in facts["outside"])
+    work = sorted(set(facts.get("work_outside", ())))
     sin_in, sqrt_in = branches_with(facts, "sin"), branches_with(facts, "sqrt")
-    if outside or len(sin_in) != 1 or len(sqrt_in) != 1 or sin_in == sqrt_in:
+    if outside or work or len(sin_in) != 1 or len(sqrt_in) != 1 or sin_in == sqrt_in:
         advice = ("choose with lax.cond(jnp.sum(x) > 0, positive_branch, negative_branch, x): each branch then runs "
                   "only when chosen; computing both (jnp.where, arithmetic on the predicate) outside the cond, or "
                   "both inside one branch, runs the branch that was not chosen")
         raise CheckFailed("piecewise computes the branch that is not chosen", measured=(
             f"outside every cond: {outside or 'neither'}; positive_branch's sin in {len(sin_in)} branch(es), "
-            f"negative_branch's sqrt in {len(sqrt_in)}" + (", the same one" if sin_in and sin_in == sqrt_in else "")),
-            expected="sin in one branch of the cond and sqrt in the other, neither outside", hint=advice,
+            f"negative_branch's sqrt in {len(sqrt_in)}" + (", the same one" if sin_in and sin_in == sqrt_in else "")
+            + (f"; computed from x outside every cond beyond choosing the branch: {', '.join(work)}" if work else "")),
+            expected="sin in one branch of the cond and sqrt in the other; outside the cond, only what chooses the branch",
+            hint=advice,
             diagnosis="the branches' work is not split between a cond's branches: the branch that is not chosen "
                       "runs too", advice=advice)
 

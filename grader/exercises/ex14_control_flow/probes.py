@@ -79,7 +79,10 @@ def _branch_structure(fn, *args) -> dict:
     ``jit`` included); ``"branches"``, for each branch of each ``cond`` (nested ones too), the
     primitives it runs itself -- those of a ``cond`` nested in it belong to that cond's branches --
     so a switch whose every branch computes every function and selects shows ``sin`` in each; and
-    ``"outputs"`` (or ``"error"``), what that very program computed."""
+    ``"work_outside"``, what the program computes from ``x`` outside every ``cond`` beyond choosing
+    the branch (``ir.work_outside_control_flow``: a branch computed by any primitives and picked
+    with ``jnp.where`` shows there); and ``"outputs"`` (or ``"error"``), what that very program
+    computed."""
     run = traced_run(fn, *args)
     conds, outside, branches = [], {}, []
     out: dict = {"conds": conds, "outside": outside, "branches": branches}
@@ -87,6 +90,8 @@ def _branch_structure(fn, *args) -> dict:
         out["error"] = _first_line(run.error)
     else:
         out["outputs"] = _asarray(run.outputs)
+    if run.jaxpr is not None:  # x is the last argument: what is computed from it on every path
+        out["work_outside"] = ir.work_outside_control_flow(run.jaxpr, (len(args) - 1,))
     # (jaxpr, the branch it belongs to: None outside every cond)
     stack = [(_inner(run.jaxpr), None)] if run.jaxpr is not None else []
     while stack:
