@@ -360,6 +360,42 @@ def shard_maps(jaxpr) -> list[dict]:
     return out
 
 
+def _matmul_flops(eqn) -> int:
+    """A ``dot_general``'s multiply-adds, twice: 2 x its output's elements x the contracted size."""
+    (contract, _), _ = eqn.params["dimension_numbers"]
+    shape = eqn.invars[0].aval.shape
+    k = 1
+    for d in contract:
+        k *= int(shape[d])
+    return 2 * _elements(eqn.outvars[0]) * k
+
+
+def shard_map_matmul_flops(jaxpr) -> dict:
+    """The matrix-product work one device does in the ``shard_map`` bodies of a program: a body
+    sees each device's own blocks, so its ``dot_general`` flops (2 x output elements x contracted
+    size) are per device; a product inside a ``scan`` counts once per trip.  ``{"flops",
+    "in_while"}``: the second counts the products inside a ``while`` loop, whose trip count the
+    program does not state -- work a loop could hide from any count.  What one device computes
+    when it gathers a whole batch or a whole weight (by any collective) and works on it shows
+    here as a multiple of the work of its own share."""
+    flops = in_while = 0
+    for eqn in walk_equations(jaxpr):
+        if primitive_name(eqn.primitive) != jaxcompat.SHARD_MAP_PRIMITIVE:
+            continue
+        stack = [(_inner(eqn.params["jaxpr"]), 1, False)]
+        while stack:
+            j, times, looped = stack.pop()
+            for inner in j.eqns:
+                name = primitive_name(inner.primitive)
+                if name == "dot_general":
+                    flops += times * _matmul_flops(inner)
+                    in_while += looped
+                trips = times * max(int(inner.params.get("length", 1)), 1) if name == "scan" else times
+                for sub in jaxcompat.jaxprs_in_params(inner.params):
+                    stack.append((_inner(sub), trips, looped or name == "while"))
+    return {"flops": flops, "in_while": in_while}
+
+
 def _axes(axes) -> tuple:
     return tuple(axes) if isinstance(axes, (tuple, list)) else (axes,)
 

@@ -10,7 +10,8 @@ import zlib
 
 import numpy as np
 
-from grader.exercises.ex18_shard_map.judges import (judge_check_vma, judge_dp_collectives, judge_dp_numerics,
+from grader.exercises.ex18_shard_map.judges import (judge_check_vma, judge_device_work, judge_dp_collectives,
+                                                    judge_dp_numerics,
                                                     judge_megatron_collectives, judge_megatron_numerics,
                                                     judge_ring_collectives, judge_ring_numerics)
 
@@ -27,11 +28,19 @@ def _mlp(rng):
             (rng.normal(size=(32, 8)) / 6).astype(np.float32))
 
 
-def test_megatron_small(submission, seed):
+def _reference_work(reference, part, *arrays):
+    """What one device of the reference solution computes (None where it is not at hand)."""
+    return reference.probe("ex18_shard_map:device_work", part, list(MESH), *arrays) if reference is not None else None
+
+
+def test_megatron_small(submission, reference, seed):
     arrays = _mlp(_rng(seed, "megatron"))
     result = submission.probe("ex18_shard_map:run_megatron", list(MESH), *arrays)
     judge_megatron_numerics(result, arrays, MESH, LABEL)
     judge_megatron_collectives(result, MESH, LABEL)
+    work = _reference_work(reference, "megatron", *arrays)
+    if work is not None:
+        judge_device_work(result, work, "megatron_mlp", MESH, LABEL)
     judge_check_vma({"megatron_mlp": result}, MESH, LABEL)
 
 
@@ -42,11 +51,14 @@ def test_ring_small(submission, seed):
     judge_ring_collectives(result, MESH, LABEL)
 
 
-def test_dp_small(submission, seed):
+def test_dp_small(submission, reference, seed):
     rng = _rng(seed, "dp")
     x, w1, w2 = _mlp(rng)
     problem = ({"w1": w1, "w2": w2}, x, rng.normal(size=(16, 8)).astype(np.float32))
     result = submission.probe("ex18_shard_map:run_dp", list(MESH), *problem)
     judge_dp_numerics(result, problem, MESH, LABEL)
     judge_dp_collectives(result, MESH, LABEL)
+    work = _reference_work(reference, "dp", *problem)
+    if work is not None:
+        judge_device_work(result, work, "data_parallel_grads", MESH, LABEL)
     judge_check_vma({"data_parallel_grads": result}, MESH, LABEL)

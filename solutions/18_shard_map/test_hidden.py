@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from grader.coverage import Coverage, check_rng, ensure
-from grader.exercises.ex18_shard_map.judges import (draw_dp, draw_mlp, draw_ring, judge_check_vma,
+from grader.exercises.ex18_shard_map.judges import (draw_dp, draw_mlp, draw_ring, judge_check_vma, judge_device_work,
                                                     judge_dp_collectives, judge_dp_numerics,
                                                     judge_megatron_collectives, judge_megatron_numerics,
                                                     judge_ring_collectives, judge_ring_numerics)
@@ -51,28 +51,34 @@ COVERAGE = {
 }
 
 
-def run_all(submission, mesh_shape, drawn):
+def run_all(submission, reference, mesh_shape, drawn):
+    """Each part's probe run, and what one device of the reference solution computes in parts A
+    and C on the same mesh and arrays (``device_work``: traced only)."""
     shape = list(mesh_shape)
-    return {"megatron": submission.probe("ex18_shard_map:run_megatron", shape, *drawn["megatron"]),
-            "ring": submission.probe("ex18_shard_map:run_ring", shape, drawn["ring"]),
-            "dp": submission.probe("ex18_shard_map:run_dp", shape, *drawn["dp"])}
+    work = {part: reference.submit("probe", "ex18_shard_map:device_work", part, shape, *drawn[part])
+            for part in ("megatron", "dp")}
+    results = {"megatron": submission.probe("ex18_shard_map:run_megatron", shape, *drawn["megatron"]),
+               "ring": submission.probe("ex18_shard_map:run_ring", shape, drawn["ring"]),
+               "dp": submission.probe("ex18_shard_map:run_dp", shape, *drawn["dp"])}
+    results["work"] = {part: reference.result(rid) for part, rid in work.items()}
+    return results
 
 
 @pytest.fixture(scope="module")
-def primary(submission, seed):
+def primary(submission, reference, seed):
     ensure("megatron_matches", REQUIRED, labels(check_rng(seed, PRIMARY_TEST)))
     drawn = draw_all(check_rng(seed, PRIMARY_TEST), PRIMARY_MESH)
-    return drawn, run_all(submission, PRIMARY_MESH, drawn)
+    return drawn, run_all(submission, reference, PRIMARY_MESH, drawn)
 
 
 @pytest.fixture(scope="module")
-def second(submission, seed):
+def second(submission, reference, seed):
     ensure("second_mesh_shape", COVERAGE["second_mesh_shape"].required,
            labels(check_rng(seed, SECOND_TEST), second=True))
     rng = check_rng(seed, SECOND_TEST)
     mesh_shape = SECOND_MESHES[int(rng.integers(len(SECOND_MESHES)))]
     drawn = draw_all(rng, mesh_shape)
-    return mesh_shape, drawn, run_all(submission, mesh_shape, drawn)
+    return mesh_shape, drawn, run_all(submission, reference, mesh_shape, drawn)
 
 
 def test_megatron_matches(primary):
@@ -83,6 +89,7 @@ def test_megatron_matches(primary):
 def test_megatron_one_all_reduce(primary):
     _, results = primary
     judge_megatron_collectives(results["megatron"], PRIMARY_MESH, PRIMARY_LABEL)
+    judge_device_work(results["megatron"], results["work"]["megatron"], "megatron_mlp", PRIMARY_MESH, PRIMARY_LABEL)
 
 
 def test_ring_matches(primary):
@@ -103,6 +110,7 @@ def test_dp_matches_full_batch(primary):
 def test_dp_only_all_reduce(primary):
     _, results = primary
     judge_dp_collectives(results["dp"], PRIMARY_MESH, PRIMARY_LABEL)
+    judge_device_work(results["dp"], results["work"]["dp"], "data_parallel_grads", PRIMARY_MESH, PRIMARY_LABEL)
 
 
 def test_keeps_check_vma(primary):
@@ -115,9 +123,11 @@ def test_second_mesh_shape(second):
     mesh_shape, drawn, results = second
     judge_megatron_numerics(results["megatron"], drawn["megatron"], mesh_shape, SECOND_LABEL)
     judge_megatron_collectives(results["megatron"], mesh_shape, SECOND_LABEL)
+    judge_device_work(results["megatron"], results["work"]["megatron"], "megatron_mlp", mesh_shape, SECOND_LABEL)
     judge_ring_numerics(results["ring"], drawn["ring"], mesh_shape, SECOND_LABEL)
     judge_ring_collectives(results["ring"], mesh_shape, SECOND_LABEL)
     judge_dp_numerics(results["dp"], drawn["dp"], mesh_shape, SECOND_LABEL)
     judge_dp_collectives(results["dp"], mesh_shape, SECOND_LABEL)
+    judge_device_work(results["dp"], results["work"]["dp"], "data_parallel_grads", mesh_shape, SECOND_LABEL)
     judge_check_vma({"megatron_mlp": results["megatron"], "data_parallel_grads": results["dp"]}, mesh_shape,
                     SECOND_LABEL)

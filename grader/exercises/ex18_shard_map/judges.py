@@ -127,6 +127,50 @@ def judge_by_hand(result: dict, name: str, axis: str, collective: str, mesh_shap
           advice=advice)
 
 
+#: How much more matrix-product work than the reference solution's one device may do, per device:
+#: an honest step that computes the loss twice (value, then gradient) does about 1.4x; one that
+#: gathers the batch over 'data' (or the weights over 'model') does d x (m x) -- 2x at least on
+#: the meshes the checks use for it.
+WORK_FACTOR = 1.6
+WORK_ADVICE = {
+    "megatron_mlp": ("inside the shard_map keep each device on its own blocks: x's rows for its 'data' index, its "
+                     "columns of w1 and rows of w2; relu(x @ w1) @ w2 there is that device's share of y, and the one "
+                     "psum over 'model' adds the shares up. Gathering the weights first (with all_gather, or a psum "
+                     "of zero-padded blocks) makes every device compute the whole layer"),
+    "data_parallel_grads": ("inside the shard_map keep each device on its own rows of x and y: the gradient of its "
+                            "rows' loss, then one pmean over 'data'. Gathering the batch first (with all_gather, or a "
+                            "psum of zero-padded blocks) makes every device compute the whole batch's gradient"),
+}
+
+
+def judge_device_work(result: dict, reference_work: dict, name: str, mesh_shape, label: str) -> None:
+    """What one device computes is its own share: the matrix-product flops in the shard_map bodies
+    of the traced program (``ir.shard_map_matmul_flops``, loops counted by their trips) at most
+    ``WORK_FACTOR`` times what the reference solution's device does on the same mesh and arrays
+    (``reference_work``, measured live).  A device that gathers the batch or the weights -- by an
+    all-gather, or by a psum of zero-padded blocks, which compiles to the all-reduce the collective
+    check allows -- does the work of several devices.  A product inside a ``while`` loop, whose trip
+    count the program does not state, cannot be measured: it fails too, saying so."""
+    expect_ran(result, name, mesh_shape, label, WORK_ADVICE[name])
+    work = result.get("device_work") or {}
+    if int(work.get("in_while", 0)):
+        _fail(f"{where(mesh_shape)}: {name} multiplies matrices inside a while loop",
+              measured=f"{int(work['in_while'])} matmul(s) inside a lax.while_loop in the shard_map",
+              expected="the matmuls outside while loops (a Python loop, or lax.fori_loop with Python bounds, is "
+                       "fine): the work one device does is read from the program",
+              diagnosis=f"{label}: {name}'s shard_map multiplies matrices inside a while loop, whose trip count the "
+                        f"program does not state, so the work one device does cannot be read",
+              advice=WORK_ADVICE[name])
+    mine, theirs = int(work.get("flops", 0)), int(reference_work.get("flops", 0))
+    if theirs > 0 and mine > WORK_FACTOR * theirs:
+        _fail(f"{where(mesh_shape)}: every device of {name} does {mine / theirs:.1f}x the work of its own share",
+              measured=f"matrix-product flops per device: {mine / theirs:.2f}x the reference solution's",
+              expected=f"at most {WORK_FACTOR}x: each device works on its own blocks",
+              diagnosis=f"{label}: one device of {name} multiplies {mine / theirs:.1f}x as much as the reference "
+                        f"solution's: it works on more than its own blocks (the batch or the weights gathered)",
+              advice=WORK_ADVICE[name])
+
+
 # --- part A: the Megatron MLP with an explicit psum --------------------------------------------------
 
 MEGATRON_ADVICE = ("inside jax.shard_map each device holds x's rows for its 'data' index and its hidden units of w1 "

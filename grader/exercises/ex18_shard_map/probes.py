@@ -32,6 +32,7 @@ from jax.sharding import PartitionSpec as _P
 
 from grader.ir import largest_outside_shard_maps as _largest_outside
 from grader.ir import outside_shard_maps as _outside_shard_maps, shard_maps as _shard_maps
+from grader.ir import shard_map_matmul_flops as _matmul_flops
 from grader.layouts import AXES, mesh_record as _mesh_record, sharding_record as _sharding_record
 from grader.probes.errors import first_line_or_unimplemented as _first_line, type_name as _type_name
 
@@ -82,18 +83,41 @@ def _compiled(result: dict, fn, args, trace: bool):
         result["shard_maps"] = _shard_maps(closed)
         result["outside_shard_maps"] = _outside_shard_maps(closed)
         result["largest_outside"] = _largest_outside(closed)
+        result["device_work"] = _matmul_flops(closed)
     compiled = _step(result, "compiling", lambda: _compile(_lower(traced)))
     result["hlo"] = _as_text(compiled)
     return compiled
 
 
+def _megatron_call(ctx, mesh, x, w1, w2):
+    fn = ctx.function("megatron_mlp")
+    args = [_device_put(a, _NamedSharding(mesh, s)) for a, s in zip((x, w1, w2), MEGATRON)]
+    return (lambda a, b, c: fn(mesh, a, b, c)), args
+
+
+def _dp_call(ctx, mesh, params, x, y):
+    fn = ctx.function("data_parallel_grads")
+    rows = _NamedSharding(mesh, _P("data", None))
+    args = [_device_put(params, _NamedSharding(mesh, _P())), _device_put(x, rows), _device_put(y, rows)]
+    return (lambda p, a, b: fn(mesh, p, a, b)), args
+
+
+def device_work(ctx, part, mesh_shape, *arrays) -> dict:
+    """The matrix-product work one device does in ``part`` ("megatron" or "dp") of the file on this
+    mesh and these arrays: its function traced as ``run_megatron`` / ``run_dp`` trace it, nothing
+    compiled (``ir.shard_map_matmul_flops``).  Asked of the reference solution, so a learner's
+    per-device work is judged against what one device's share costs, measured live."""
+    _, mesh = _mesh(mesh_shape)
+    fn, args = (_megatron_call if part == "megatron" else _dp_call)(ctx, mesh, *arrays)
+    return _matmul_flops(_traced_jaxpr(_trace(_jit(fn), *args)))
+
+
 def run_megatron(ctx, mesh_shape, x, w1, w2) -> dict:
     grid, mesh = _mesh(mesh_shape)
     result: dict = {"mesh": _mesh_record(grid)}
-    fn = ctx.function("megatron_mlp")
-    args = [_device_put(a, _NamedSharding(mesh, s)) for a, s in zip((x, w1, w2), MEGATRON)]
+    call, args = _megatron_call(ctx, mesh, x, w1, w2)
     try:
-        compiled = _compiled(result, lambda a, b, c: fn(mesh, a, b, c), args, trace=True)
+        compiled = _compiled(result, call, args, trace=True)
         out = _step(result, "running", lambda: _run(compiled, *args))
     except _Failed:
         return result
@@ -127,11 +151,9 @@ def run_ring(ctx, mesh_shape, x) -> dict:
 def run_dp(ctx, mesh_shape, params, x, y) -> dict:
     grid, mesh = _mesh(mesh_shape)
     result: dict = {"mesh": _mesh_record(grid)}
-    fn = ctx.function("data_parallel_grads")
-    rows = _NamedSharding(mesh, _P("data", None))
-    args = [_device_put(params, _NamedSharding(mesh, _P())), _device_put(x, rows), _device_put(y, rows)]
+    call, args = _dp_call(ctx, mesh, params, x, y)
     try:
-        compiled = _compiled(result, lambda p, a, b: fn(mesh, p, a, b), args, trace=True)
+        compiled = _compiled(result, call, args, trace=True)
         out = _step(result, "running", lambda: _run(compiled, *args))
     except _Failed:
         return result
