@@ -261,10 +261,13 @@ def judge_masks_independent(ids: list, rate: float, width: int, between: str) ->
     of masks only as often as chance says (about C(n, 2) * q**2, q the chance that two draws of
     one mask agree); when one mask is made from the other (the same draw rotated, flipped,
     shuffled) the pair repeats whenever the first mask does, C(n, 2) * q times.  Fails when so
-    many keys repeat a pair that chance gives it less than once in a million."""
+    many keys repeat a pair that chance gives it less than once in a million.  Only losses that
+    name exactly one pair count: a loss that several pairs give (within the tolerance) names a set
+    of pairs, and two keys naming one set need not have drawn the same masks -- counting those
+    accused independent draws (their collisions are no longer bounded by q**2)."""
     import math
 
-    seen = [i for i in ids if i is not None]
+    seen = [i for i in ids if i is not None and len(i) == 1]
     n = len(seen)
     collisions = sum(1 for a in range(n) for b in range(a + 1, n) if seen[a] == seen[b])
     q = ((1.0 - rate) ** 2 + rate ** 2) ** width
