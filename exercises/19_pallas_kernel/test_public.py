@@ -1,7 +1,8 @@
 """Public checks for exercise 19 (run by `grade exercise 19`; they carry no points).
 
 Fixed, readable inputs: for the softmax, eight rows of five logits in blocks of two rows (an
-ordinary row beside a row of logits near +1000, a row near -1000); for the matmul, x (16, 48)
+ordinary row beside a row of logits near +1000, a row near -1000, a row with one logit far above
+the rest); for the matmul, x (16, 48)
 and w (48, 48) made of sines, in blocks bm=8, bn=12, bk=16 (a grid of 2 x 4 x 3).  Each check
 asks for the values, then the kernel's grid and blocks, then the function under jax.jit and
 jax.vmap (the values again, from one pallas_call with no arithmetic outside it).  Values and kernel come from one trace of your function under
@@ -27,7 +28,7 @@ LOGITS = np.float32([
     [1.0, 2.0, 3.0, 4.0, 5.0],                  # ordinary, in the same block as ...
     [1000.0, 999.0, 998.0, 997.0, 1001.0],      # ... logits near +1000: exp overflows without the row's maximum
     [-1000.0, -1001.0, -999.0, -1002.0, -1000.0],  # near -1000: exp underflows to 0 without it
-    [0.5, -0.5, 0.0, 2.0, -2.0],
+    [0.0, 200.0, 0.0, 0.0, 0.0],                # one logit far above the others: its mean subtracted still overflows
     [3.0, 3.0, 3.0, 3.0, 3.0],
     [-1.0, 0.0, 1.0, 0.0, -1.0],
     [10.0, 0.0, -10.0, 5.0, -5.0],

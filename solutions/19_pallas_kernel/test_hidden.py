@@ -39,7 +39,7 @@ from grader.exercises.ex19_pallas.judges import (
     softmax_labels,
 )
 
-SOFTMAX_CASES = {"overflow_row", "underflow_row", "row_below_its_block", "several_blocks"}
+SOFTMAX_CASES = {"overflow_row", "underflow_row", "row_below_its_block", "several_blocks", "wide_row"}
 MATMUL_CASES = {"several_k_steps", "grid_axes_distinct", "block_sizes_distinct", "relu_clips",
                 "partial_sums_cross_zero"}
 SOFTMAX_BATCH_CASES = SOFTMAX_CASES

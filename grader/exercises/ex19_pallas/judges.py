@@ -96,7 +96,11 @@ def _softmax_mistakes(x: np.ndarray, block_rows: int) -> dict[str, np.ndarray]:
         block_max = (eb / eb.sum(axis=-1, keepdims=True)).reshape(x.shape)
         ec = np.exp(blocks - blocks.max(axis=1, keepdims=True))
         columns = (ec / ec.sum(axis=1, keepdims=True)).reshape(x.shape)
-    return {"no row maximum is subtracted before exp: exp overflows to inf for large logits (inf / inf is NaN) and "
+        em = np.exp(x - x.mean(axis=-1, keepdims=True))
+        mean = em / em.sum(axis=-1, keepdims=True)
+    return {"each row's mean (not its maximum) is subtracted before exp: a row whose largest logit stands far above "
+            "the others still overflows to inf (inf / inf is NaN)": mean,
+            "no row maximum is subtracted before exp: exp overflows to inf for large logits (inf / inf is NaN) and "
             "underflows to 0 for very negative ones (0 / 0 is NaN)": naive,
             "one maximum is subtracted for the whole block instead of each row's own: a row far below the block's "
             "largest logit underflows to 0 / 0": block_max,
@@ -107,15 +111,18 @@ def row_kinds(x: np.ndarray, block_rows: int) -> list[str]:
     """Each row's kind: large positive logits (exp overflows), large negative ones (exp underflows to 0),
     ordinary ones sharing a block with a row of far larger logits, or ordinary."""
     maxima = np.asarray(x, np.float64).max(axis=-1)
+    spread = maxima - np.asarray(x, np.float64).mean(axis=-1)
     kinds = []
     for r, m in enumerate(maxima):
         block = maxima[(r // block_rows) * block_rows:(r // block_rows + 1) * block_rows]
-        kinds.append("overflow_row" if m > EXP_OVERFLOW else "underflow_row" if m < EXP_UNDERFLOW else
+        kinds.append("wide_row" if spread[r] > EXP_OVERFLOW else
+                     "overflow_row" if m > EXP_OVERFLOW else "underflow_row" if m < EXP_UNDERFLOW else
                      "row_below_its_block" if block.max() - m > -EXP_UNDERFLOW else "ordinary_row")
     return kinds
 
 
-ROW_WORDS = {"overflow_row": "rows of large positive logits", "underflow_row": "rows of large negative logits",
+ROW_WORDS = {"wide_row": "rows whose largest logit stands far above the row's others",
+             "overflow_row": "rows of large positive logits", "underflow_row": "rows of large negative logits",
              "row_below_its_block": "ordinary rows sharing a block with a row of far larger logits",
              "ordinary_row": "ordinary rows"}
 
@@ -137,16 +144,20 @@ def draw_softmax_case(rng) -> tuple[np.ndarray, int]:
 
 
 def _hard_logits(rng, rows: int, cols: int, block_rows: int) -> np.ndarray:
-    """A float32 (rows, cols) matrix holding every kind of row (``row_kinds``)."""
+    """A float32 (rows, cols) matrix holding every kind of row (``row_kinds``): among them one whose
+    largest logit stands about 300 above the row's others, which only subtracting each row's own
+    maximum keeps finite (its mean, say, leaves exp(200) and more: inf in float32)."""
     kinds = rng.choice(["ordinary", "ordinary", "large", "small"], size=rows)
     mixed = int(rng.integers(0, rows // block_rows)) * block_rows
     a, b = rng.choice(block_rows, size=2, replace=False)
     kinds[mixed + a], kinds[mixed + b] = "ordinary", "large"
     others = [r for r in range(rows) if r not in (mixed + a, mixed + b)]
-    kinds[int(rng.choice(others))] = "small"
+    small, wide = rng.choice(others, size=2, replace=False)
+    kinds[int(small)], kinds[int(wide)] = "small", "wide"
     x = rng.normal(scale=3.0, size=(rows, cols))
     x[kinds == "large"] = 1000.0 + rng.normal(scale=5.0, size=(int((kinds == "large").sum()), cols))
     x[kinds == "small"] = -1000.0 + rng.normal(scale=5.0, size=(int((kinds == "small").sum()), cols))
+    x[int(wide), int(rng.integers(cols))] += 300.0
     return x.astype(np.float32)
 
 
