@@ -161,6 +161,21 @@ def flat_equations(jaxpr) -> tuple[list, list, list]:
     return eqns, [id(v) for v in root.invars], outputs
 
 
+def inputs_reaching(jaxpr, primitive: str) -> list[int]:
+    """The positions of the program's inputs that reach an equation of ``primitive`` as they are,
+    or only moved or re-typed on the way (``LAYOUT_PRIMITIVES``; nested calls followed): which
+    inputs a ``with_sharding_constraint``, say, is applied to."""
+    eqns, inputs, _ = flat_equations(jaxpr)
+    carried = {k: i for i, k in enumerate(inputs)}  # value key -> the input it is a copy of
+    found = set()
+    for name, ins, outs in eqns:
+        if name == primitive:
+            found.update(carried[k] for k in ins if k in carried)
+        if name in LAYOUT_PRIMITIVES and ins and ins[0] in carried:
+            carried.update((k, carried[ins[0]]) for k in outs)
+    return sorted(found)
+
+
 def work_outside_control_flow(jaxpr, data: tuple[int, ...]) -> list[str]:
     """What a program computes from its inputs at positions ``data`` on every path: the
     primitives, outside every ``cond`` (its branches run only when chosen), that take such a

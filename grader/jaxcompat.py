@@ -49,6 +49,8 @@ NESTED_CALL_PRIMITIVES = ("jit", "pjit")
 WHILE_PRIMITIVE = "while"
 #: The primitive ``jax.shard_map`` leaves in a jaxpr (``jax.experimental.shard_map`` makes the same one).
 SHARD_MAP_PRIMITIVE = "shard_map"
+#: The primitive ``jax.lax.with_sharding_constraint`` leaves in a jaxpr.
+SHARDING_CONSTRAINT_PRIMITIVE = "sharding_constraint"
 #: Primitive names of ``jax.lax.psum`` over named mesh axes (``pmean`` is a psum and a divide):
 #: ``psum_invariant`` in a shard_map with check_vma on (JAX 0.10.2), ``psum`` with it off.
 #: Their ``axes`` parameter names the mesh axes summed over.

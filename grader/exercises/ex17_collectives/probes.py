@@ -13,7 +13,9 @@ input, the mesh axis splitting each of its two dimensions.
     places the host arrays with the learner's ``fsdp_specs()`` on the mesh, jits
     ``fsdp_mlp(mesh, x, w1, w2)`` with the mesh bound, lowers, compiles and runs it once:
     ``{"mesh", "specs", "inputs" (sharding records), "output", "output_sharding",
-    "argument_bytes", "hlo"}``, or an ``"error"`` naming the step that failed.
+    "argument_bytes", "hlo", "constrained"}`` (the inputs, by name, that reach a
+    ``with_sharding_constraint`` in the traced program, ``ir.inputs_reaching``), or an
+    ``"error"`` naming the step that failed.
 
 The learner's predictions run elsewhere: in the worker without JAX (``nojax_probes.py``).
 
@@ -32,7 +34,8 @@ from jax.sharding import Mesh as _Mesh
 from jax.sharding import NamedSharding as _NamedSharding
 from jax.sharding import PartitionSpec as _P
 
-from grader.ir import collective_counts as _collective_counts
+from grader import jaxcompat as _jaxcompat
+from grader.ir import collective_counts as _collective_counts, inputs_reaching as _inputs_reaching
 from grader.layouts import AXES, mesh_record as _mesh_record, sharding_record as _sharding_record
 from grader.probes.errors import first_line_or_unimplemented as _first_line, type_name as _type_name
 
@@ -48,6 +51,10 @@ _ShapeDtypeStruct = jax.ShapeDtypeStruct
 _Array = jax.Array
 _f32 = jnp.float32
 _compile = _stages.Lowered.compile
+_trace = type(jax.jit(lambda v: v)).trace  # jit(f).trace(*args): one trace, its jaxpr and its lowering
+_lower = _stages.Traced.lower
+_traced_jaxpr = _stages.Traced.jaxpr.fget
+_CONSTRAINT = _jaxcompat.SHARDING_CONSTRAINT_PRIMITIVE
 _as_text = _stages.Compiled.as_text
 _memory_analysis = _stages.Compiled.memory_analysis
 _input_shardings = _stages.Compiled.input_shardings.fget
@@ -114,10 +121,13 @@ def run_fsdp(ctx, mesh_shape, x, w1, w2) -> dict:
         return result
     fn = ctx.function("fsdp_mlp")
     try:
-        compiled = _compile(_jit(lambda a, b, c: fn(mesh, a, b, c)).lower(*placed))
+        traced = _trace(_jit(lambda a, b, c: fn(mesh, a, b, c)), *placed)
+        constrained = _inputs_reaching(_traced_jaxpr(traced), _CONSTRAINT)
+        compiled = _compile(_lower(traced))
     except Exception as exc:  # noqa: BLE001
         result["error"] = f"fsdp_mlp(mesh, x, w1, w2) failed under jax.jit: {_first_line(exc)}"
         return result
+    result["constrained"] = [NAMES[i] for i in constrained if i < len(NAMES)]
     out = _run(compiled, *placed)
     if not _isinstance(out, _Array):
         result["error"] = f"fsdp_mlp returned a {_type_name(out)}, not one array"
