@@ -93,6 +93,14 @@ def _stateful_module():
         "@functools.lru_cache\n"
         "def cached(x):\n"
         "    return x\n"
+        "def bump(_state=[0]):\n"
+        "    _state[0] += 1\n"
+        "def via_json():\n"
+        "    import json\n"
+        "    json._learner_counter = getattr(json, '_learner_counter', 0) + 1\n"
+        "def via_environ():\n"
+        "    import os\n"
+        "    os.environ['LEARNER_COUNTER'] = os.environ.get('LEARNER_COUNTER', '') + '1'\n"
         "def honest(x):\n"
         "    re.match('a+b', 'aab')\n"  # re keeps its own cache, in place
         "    import json.decoder\n"  # a submodule bound on its package
@@ -102,23 +110,31 @@ def _stateful_module():
 
 def test_state_kept_outside_a_global_value_shows_and_library_bookkeeping_does_not():
     m = _stateful_module()
-    writes = {
-        "nonlocal_step": lambda: m.nonlocal_step(1),  # a closure cell
-        "jitted_step": lambda: m.jitted_step(1.0),  # a closure cell of the function jax.jit wraps
-        "tagged": lambda: m.tagged(1),  # an attribute set on the function
-        "jnp jax": lambda: setattr(m.jnp, "learner_counter", 1),  # a data attribute added to a module
-        "jax": lambda: setattr(m.jax.tree_util, "learner_counter_2", 1),  # ... to a submodule of one
-    }
+    writes = [
+        (["nonlocal_step"], lambda: m.nonlocal_step(1)),  # a closure cell
+        (["jitted_step"], lambda: m.jitted_step(1.0)),  # a closure cell of the function jax.jit wraps
+        (["tagged"], lambda: m.tagged(1)),  # an attribute set on the function
+        (["jax", "jnp"], lambda: setattr(m.jnp, "learner_counter", 1)),  # a data attribute added to a module
+        (["jax"], lambda: setattr(m.jax.tree_util, "learner_counter_2", 1)),  # ... to a submodule of one
+        (["bump"], lambda: m.bump()),  # a mutable default argument
+        (["(module json)"], lambda: m.via_json()),  # a module imported inside a function: no global holds it
+        (["(os.environ)"], lambda: m.via_environ()),  # the process environment
+    ]
     try:
-        for name, write in writes.items():
+        for names, write in writes:
             before = module_state.snapshot(m)
             write()
-            assert module_state.changed(before, module_state.snapshot(m)) == sorted(name.split()), name
+            assert module_state.changed(before, module_state.snapshot(m)) == names, names
         before = module_state.snapshot(m)
         m.honest(3)
         m.honest(4)  # lru_cache's entries, re's cache, a submodule imported: none is the learner's state
         assert module_state.changed(before, module_state.snapshot(m)) == []
     finally:
+        import json
+        import os
+
+        json.__dict__.pop("_learner_counter", None)
+        os.environ.pop("LEARNER_COUNTER", None)
         m.jnp.__dict__.pop("learner_counter", None)
         m.jax.tree_util.__dict__.pop("learner_counter_2", None)
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import collections
 import hashlib
+import sys
 import types
 
 import numpy as np
@@ -49,6 +50,11 @@ _MODULE = types.ModuleType
 _function_dict = types.FunctionType.__dict__["__dict__"].__get__
 _function_globals = types.FunctionType.__dict__["__globals__"].__get__
 _function_closure = types.FunctionType.__dict__["__closure__"].__get__
+_function_defaults = types.FunctionType.__dict__["__defaults__"].__get__
+_function_kwdefaults = types.FunctionType.__dict__["__kwdefaults__"].__get__
+_function_code = types.FunctionType.__dict__["__code__"].__get__
+_CODE = types.CodeType
+_sys_modules = sys.modules
 _cell_contents = types.CellType.__dict__["cell_contents"].__get__
 _module_dict = types.ModuleType.__dict__["__dict__"].__get__
 #: what a module attribute must be to count as state: data, not code a library binds lazily
@@ -143,6 +149,8 @@ def _function_picture(fn, owner: str, budget: _Budget, depth: int):
     if type(module_globals) is not dict or dict.get(module_globals, "__name__") != owner:
         return ("id", "function", id(fn))
     attrs = [(k, v) for k, v in list(dict.items(_function_dict(fn))) if type(k) is str and not k.startswith("__")]
+    # a mutable default (def bump(_state=[0])) lives as long as the function, as a global would
+    attrs += [("(defaults)", _function_defaults(fn)), ("(keyword defaults)", _function_kwdefaults(fn))]
     cells = []
     for cell in _function_closure(fn) or ():
         try:
@@ -213,14 +221,63 @@ def _builtin_contents(value, t):
     return None
 
 
+def _imported_names(namespace: dict, owner: str) -> set:
+    """Every name the code of the module's own functions uses (``co_names``, nested code objects
+    included): a module imported inside a function (``import json``) is named there, though no
+    global holds it."""
+    names: set = set()
+    functions = [v if type(v) is _FUNCTION else _wrapped_function(v, type(v)) for v in list(dict.values(namespace))
+                 if type(v) is not _MODULE and type(v) not in _SCALARS]  # jax.jit's wrapper: the function inside
+    codes = [_function_code(f) for f in functions
+             if type(f) is _FUNCTION and dict.get(_function_globals(f), "__name__") == owner]
+    seen = 0
+    while codes and seen < MAX_NODES:
+        code = codes.pop()
+        seen += 1
+        names.update(n for n in code.co_names if type(n) is str)
+        codes.extend(c for c in code.co_consts if type(c) is _CODE)
+    return names
+
+
+def _environment(keep: list):
+    """The process environment's contents (``os.environ``: an object of the library's, holding
+    a dict, read through the interpreter's descriptors): a place state can be kept in."""
+    os_module = dict.get(_module_dict(_sys_modules["os"]), "environ") if "os" in _sys_modules else None
+    inside = _instance_dict(os_module)
+    data = dict.get(inside, "_data") if type(inside) is dict else None
+    if type(data) is not dict:
+        return ("id", type(os_module).__name__, id(os_module))
+    keep.append(data)
+    return ("environ", tuple(sorted((repr(k)[:200], repr(v)[:200]) for k, v in list(dict.items(data)))[:MAX_NODES]))
+
+
+def _instance_dict(obj):
+    """``obj``'s instance dict through the interpreter's own descriptor, or None."""
+    t = type(obj)
+    for klass in type.__dict__["__mro__"].__get__(t, type):
+        desc = type.__dict__["__dict__"].__get__(klass, type).get("__dict__")
+        if desc is not None:
+            return desc.__get__(obj, t) if type(desc) is _GETSET else None
+    return None
+
+
 def snapshot(module) -> Snapshot:
     """``{global name: fingerprint}`` of ``module``'s globals (dunder names left out), each within
-    its own budget (so one global's growth changes no other's picture)."""
+    its own budget (so one global's growth changes no other's picture); and, under names in
+    parentheses, two places no global holds: each module that the module's functions name in
+    their code (imported inside a function) and is loaded, by its data attributes
+    (``(module json)``), and the process environment (``(os.environ)``)."""
     namespace = vars(module)
     owner = namespace.get("__name__")
     keep: list = []
     out = Snapshot((name, fingerprint(value, owner, _Budget(MAX_NODES, keep))) for name, value in
                    list(namespace.items()) if type(name) is str and not name.startswith("__"))
+    held = {id(v) for v in list(dict.values(namespace)) if type(v) is _MODULE}
+    for name in sorted(_imported_names(namespace, owner)):
+        loaded = _sys_modules.get(name)
+        if type(loaded) is _MODULE and id(loaded) not in held:
+            out[f"(module {name})"] = _module_picture(loaded, 1, keep)  # its submodules are not state
+    out["(os.environ)"] = _environment(keep)
     out.keep = keep
     return out
 

@@ -336,13 +336,15 @@ def judge_globals(got: dict) -> None:
         advice = ("pure_step may read its arguments only and must keep nothing between calls: drop every `global` "
                   "and `nonlocal` statement and every write into a module-level dict, list, array or object (an "
                   "append, `STATE[k] = v`, `obj.attr = v`, `fn.calls += 1`, an attribute set on a module such as "
-                  "`jnp`); thread the state through the arguments and the return value")
+                  "`jnp` or on a module imported inside the function, a mutable default argument, an environment "
+                  "variable); thread the state through the arguments and the return value")
         raise CheckFailed("calling pure_step changed state that outlives the call",
-                          measured=f"changed, by the global name it is reached from: {', '.join(changed)}",
+                          measured=f"changed, by the global name it is reached from (or, in parentheses, the "
+                                   f"place): {', '.join(changed)}",
                           expected="nothing outside pure_step changes", hint=advice,
                           diagnosis="calling pure_step rebound a global variable of your module or wrote into one in "
-                                    "place (its contents, a function's attribute or closure variable, or a module's "
-                                    "attribute)", advice=advice)
+                                    "place (its contents, a function's attribute, closure variable or default "
+                                    "argument, a module's attribute) or into the process environment", advice=advice)
 
 
 def dense_compiles(submission, reference, calls: list):
