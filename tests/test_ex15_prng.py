@@ -67,7 +67,7 @@ def test_init_judges_pass_the_reference_and_catch_reuse_and_scale(seed):
     assert "fan_in_differs" in judges.size_labels(sizes)
     got = probes.init_values(_ctx(init_mlp=good_init), keys, sizes)
     layers = judges.judge_init_values(got, keys, labels, sizes)[0]
-    root = probes.truth_normal(None, keys[0], max(m * n for m, n in zip(sizes[:-1], sizes[1:])))
+    root = probes.truth_bits(None, keys[0], max(m * n for m, n in zip(sizes[:-1], sizes[1:])))
     judges.judge_init_independent(layers, root, {})
     same = judges.judge_init_values(probes.init_values(_ctx(init_mlp=same_key_init), keys, sizes), keys, labels,
                                     sizes)[0]
@@ -127,7 +127,7 @@ def _judged(fn, case):
         keys["returned"] = got["first"]["key"]
     want = probes.truth_epoch(None, *judges.epoch_args(case)[:2], masks, *judges.epoch_args(case)[2:], keys)
     judges.judge_epoch_values(got, want, case)
-    return got, masks, want["drawn"]
+    return got, masks, want["bits"]
 
 
 @jax.numpy_rank_promotion("allow")  # the stub's given MLP adds a bias row to a batch, as the learner's does
@@ -135,22 +135,22 @@ def test_epoch_judges_follow_the_key():
     case = judges.draw_epoch(np.random.default_rng(3), "typed")
     reuse = probes.key_reuse(_ctx(train_epoch=_epoch), "train_epoch", case["key"], *judges.epoch_args(case), True)
     assert reuse == {}
-    got, masks, drawn = _judged(_epoch, case)
-    judges.judge_fresh_steps(masks, drawn["input"], {})
-    judges.judge_returned_key(got, masks, drawn["returned"], case, reuse)
+    got, masks, bits = _judged(_epoch, case)
+    judges.judge_fresh_steps(masks, bits["input"], {})
+    judges.judge_returned_key(got, masks, bits["returned"], case, reuse)
     legacy = {**case, "key": judges.legacy_twin(case["key"])}
     judges.judge_epoch_kinds(got, _judged(_epoch, legacy)[0])
 
     same = lambda *a: _epoch(*a, step_keys="same")  # noqa: E731
-    got, masks, drawn = _judged(same, case)
+    got, masks, bits = _judged(same, case)
     with pytest.raises(CheckFailed) as err:
-        judges.judge_fresh_steps(masks, drawn["input"], {})
+        judges.judge_fresh_steps(masks, bits["input"], {})
     assert "same dropout mask" in err.value.diagnosis
     for returned, match in (("input", "returned the key it was given"), ("step", "a step already used")):
         fn = lambda *a, r=returned: _epoch(*a, returned=r)  # noqa: E731
-        got, masks, drawn = _judged(fn, case)
+        got, masks, bits = _judged(fn, case)
         with pytest.raises(CheckFailed) as err:
-            judges.judge_returned_key(got, masks, drawn.get("returned"), case, {})
+            judges.judge_returned_key(got, masks, bits.get("returned"), case, {})
         assert match in err.value.diagnosis
 
 
@@ -188,3 +188,128 @@ def test_noise_judges_and_structure():
         judges.judge_noise(probes.noise_values(_ctx(per_example_noise=one), cases), want, cases, labels,
                            explain=lambda i: probes.truth_noise(None, cases[i:i + 1], True)[0])
     assert "one draw for the whole batch" in err.value.diagnosis
+
+
+def _copy(key):
+    """A fresh key object with the same data: JAX's key-reuse checker does not follow it."""
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return jax.random.wrap_key_data(jax.random.key_data(key))
+    return jnp.array(key)
+
+
+def test_draws_are_monotone_in_the_keys_bits_on_this_jax():
+    """What the judges' ranks rest on: a draw of shape (a, b) lays out the bits of (a * b,) in
+    row-major order, a shorter draw is a prefix, and uniform, normal, truncated_normal and
+    bernoulli are monotone in the bits, exactly, in float32."""
+    k = jax.random.key(3)
+    bits = np.asarray(jax.random.bits(k, (200_000,), jnp.uint32))
+    assert np.array_equal(np.asarray(jax.random.bits(k, (300, 40), jnp.uint32)).ravel(), bits[:12_000])
+    assert np.array_equal(np.asarray(jax.random.bits(jax.random.key_data(k), (99,), jnp.uint32)), bits[:99])
+    for draw in (jax.random.uniform(k, (200_000,)), jax.random.normal(k, (200_000,)) / 7.0,
+                 jax.random.truncated_normal(k, -2.0, 2.0, (200_000,))):
+        ordered = np.asarray(draw)[np.lexsort((np.asarray(draw), bits))]
+        assert np.all(np.diff(ordered) >= 0)
+    assert judges.monotone_chance(bits, -np.asarray(jax.random.normal(k, (50, 60)))) < 1e-100
+    assert judges.monotone_chance(bits, np.asarray(jax.random.bernoulli(k, 0.3, (2000,)))) < 1e-100
+    assert judges.monotone_chance(bits, np.asarray(jax.random.normal(jax.random.key(4), (2000,)))) is None
+
+
+def test_nested_chance_is_the_chance_of_independent_masks():
+    rng = np.random.default_rng(0)
+    u = rng.uniform(size=2048)
+    assert judges.nested_chance(u < 0.875, u >= 0.125) < 1e-12  # disjoint dropped units
+    assert judges.nested_chance(u < 0.25, u < 0.3) < 1e-90  # one inside the other
+    assert judges.nested_chance(u < 0.5, rng.uniform(size=2048) < 0.5) is None
+    a, b = np.zeros(8, bool), np.zeros(8, bool)
+    a[:2], b[2:4] = True, True  # 2 of 8 and 2 of 8, disjoint: chance C(6, 2) / C(8, 2) = 15 / 28, and more
+    assert judges.nested_chance(a, b) >= 15 / 28
+    assert judges.nested_chance(np.ones(8, bool), b) is None  # an all-kept mask says nothing
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_init_judge_follows_draws_from_a_copy_of_the_key(seed):
+    """red team 32: layer 0 negated (or uniform, transposed) from a copy of `key` itself, or two
+    layers one key's draw and its negation: equal to no draw from key, monotone in its bits."""
+    rng = np.random.default_rng(seed)
+    sizes = judges.draw_sizes(rng)
+    keys, _ = judges.init_calls(rng)
+    root = probes.truth_bits(None, keys[0], max(m * n for m, n in zip(sizes[:-1], sizes[1:])))
+
+    def negated(key, sizes):
+        return [{**layer, "w": -jax.random.normal(_copy(key), layer["w"].shape) / jnp.sqrt(layer["w"].shape[0])}
+                if i == 0 else layer for i, layer in enumerate(good_init(key, sizes))]
+
+    def uniform_t(key, sizes):
+        m, n = sizes[0], sizes[1]
+        w = (jax.random.uniform(_copy(key), (n, m)).T - 0.5) * jnp.sqrt(12.0) / jnp.sqrt(m)
+        return [{**layer, "w": w} if i == 0 else layer for i, layer in enumerate(good_init(key, sizes))]
+
+    def mirrored(key, sizes):
+        layers = good_init(key, sizes)
+        k = jax.random.split(key, len(sizes) - 1)[0]
+        return [layers[0], {**layers[1], "w": -jax.random.normal(k, layers[1]["w"].shape) * 3.0}] + layers[2:]
+
+    for fn, match in ((negated, "`key` itself"), (uniform_t, "`key` itself"), (mirrored, "the same key")):
+        layers = probes.init_values(_ctx(init_mlp=fn), keys[:1], sizes)[0]["out"]
+        with pytest.raises(CheckFailed, match=match):
+            judges.judge_init_independent(layers, root, {})
+
+
+@jax.numpy_rank_promotion("allow")
+def test_epoch_judges_follow_thresholds_of_one_key():
+    """red team 32: odd steps keep where uniform(copy of the previous step key) >= rate, and an
+    epoch that returns a copy of its last step key with masks drawn as uniform >= rate."""
+    def complement(key, params, batches, rate, lr):
+        hidden, masks, step_key = params[0]["w"].shape[1], [], None
+        for t, (x, y) in enumerate(batches):
+            if t % 2 == 0:
+                key, step_key = jax.random.split(key)
+                keep = jax.random.bernoulli(step_key, 1.0 - rate, (x.shape[0], hidden))
+            else:
+                keep = jax.random.uniform(_copy(step_key), (x.shape[0], hidden)) >= rate
+            params = probes._sgd_step(params, x, y, keep, rate, lr)
+            masks.append(keep)
+        return params, key, masks
+
+    def returns_copy(key, params, batches, rate, lr):
+        hidden, masks = params[0]["w"].shape[1], []
+        for x, y in batches:
+            key, step_key = jax.random.split(key)
+            keep = jax.random.uniform(step_key, (x.shape[0], hidden)) >= rate
+            params = probes._sgd_step(params, x, y, keep, rate, lr)
+            masks.append(keep)
+        return params, _copy(step_key), masks
+
+    for seed in range(3):
+        case = judges.draw_epoch(np.random.default_rng(seed), "typed")
+        got, masks, bits = _judged(complement, case)
+        with pytest.raises(CheckFailed, match="drew their masks from the same key"):
+            judges.judge_fresh_steps(masks, bits["input"], {})
+        got, masks, bits = _judged(returns_copy, case)
+        judges.judge_fresh_steps(masks, bits["input"], {})
+        with pytest.raises(CheckFailed) as err:
+            judges.judge_returned_key(got, masks, bits["returned"], case, {})
+        assert "a step already used" in err.value.diagnosis
+
+
+def test_noise_structure_refuses_jax_loops_and_callbacks():
+    """red team 32: lax.map over the examples is a scan whose jaxpr does not grow with B."""
+    zeros = probes.truth_noise(None, judges.noise_structure_cases(KEY, [2, 9], 3))
+
+    def mapped(key, xs):
+        keys = jax.random.split(key, xs.shape[0])
+        return jax.lax.map(lambda kx: kx[1] + jax.random.normal(kx[0], kx[1].shape), (keys, xs))
+
+    def fori(key, xs):
+        keys = jax.random.split(key, xs.shape[0])
+        return jax.lax.fori_loop(0, xs.shape[0], lambda i, acc: acc.at[i].set(
+            xs[i] + jax.random.normal(keys[i], xs.shape[1:])), xs)
+
+    def callback(key, xs):
+        noise = jax.vmap(lambda k, x: jax.random.normal(k, x.shape))(jax.random.split(key, xs.shape[0]), xs)
+        return jax.pure_callback(lambda a, b: np.asarray(a) + np.asarray(b), jax.ShapeDtypeStruct(xs.shape, xs.dtype),
+                                 xs, noise)
+
+    for fn, match in ((mapped, "JAX loop"), (fori, "JAX loop"), (callback, "host")):
+        with pytest.raises(CheckFailed, match=match):
+            judges.judge_noise_structure(probes.noise_structure(_ctx(per_example_noise=fn), KEY, [2, 9], 3), zeros)

@@ -83,7 +83,7 @@ def test_init_mlp_keys_independent(submission, truth, seed):
     sizes, keys, _ = init_case(check_rng(seed, "test_init_mlp_matches"))  # the calls shown right there
     got = submission.probe("ex15_prng:init_values", keys[:1], sizes)[0]
     layers = _layers(got.get("out"), sizes, "init_mlp(key, sizes)", "typed")
-    root = truth.probe("ex15_prng:truth_normal", keys[0], max(m * n for m, n in zip(sizes[:-1], sizes[1:])))
+    root = truth.probe("ex15_prng:truth_bits", keys[0], max(m * n for m, n in zip(sizes[:-1], sizes[1:])))
     reuse = submission.probe("ex15_prng:key_reuse", "init_mlp", keys[0], sizes)
     judge_init_independent(layers, root, reuse)
 
@@ -117,10 +117,10 @@ def test_epoch_fresh_key_per_step(submission, truth, seed):
     case = epoch_case(check_rng(seed, "test_epoch_matches_its_masks"))  # the epoch shown right there
     got = submission.probe("ex15_prng:epoch_values", case["key"], *epoch_args(case))
     masks = epoch_masks(first_epoch(got, "typed"), case)
-    drawn = truth.probe("ex15_prng:truth_epoch", *epoch_args(case)[:2], masks, *epoch_args(case)[2:],
-                        {"input": case["key"]})["drawn"]
+    bits = truth.probe("ex15_prng:truth_epoch", *epoch_args(case)[:2], masks, *epoch_args(case)[2:],
+                       {"input": case["key"]})["bits"]
     reuse = submission.probe("ex15_prng:key_reuse", "train_epoch", case["key"], *epoch_args(case), False)
-    judge_fresh_steps(masks, drawn["input"], reuse)
+    judge_fresh_steps(masks, bits["input"], reuse)
 
 
 def test_epoch_returns_fresh_key(submission, truth, seed):
@@ -129,13 +129,13 @@ def test_epoch_returns_fresh_key(submission, truth, seed):
     first = first_epoch(got, "typed")
     masks = epoch_masks(first, case)
     returned = first["key"]
-    from_returned = None
+    returned_bits = None
     if returned.get("kind") in ("typed", "legacy"):
-        from_returned = truth.probe("ex15_prng:truth_epoch", *epoch_args(case)[:2], masks, *epoch_args(case)[2:],
-                                    {"returned": returned})["drawn"]["returned"]
+        returned_bits = truth.probe("ex15_prng:truth_epoch", *epoch_args(case)[:2], masks, *epoch_args(case)[2:],
+                                    {"returned": returned})["bits"]["returned"]
     one = submission.probe("ex15_prng:key_reuse", "train_epoch", case["key"], *epoch_args(case), False)
     two = submission.probe("ex15_prng:key_reuse", "train_epoch", case["key"], *epoch_args(case), True)
-    judge_returned_key(got, masks, from_returned, case, {} if "reuse" in one else two)  # a reuse inside one epoch
+    judge_returned_key(got, masks, returned_bits, case, {} if "reuse" in one else two)  # a reuse inside one epoch
     # is epoch_fresh_key_per_step's
 
 

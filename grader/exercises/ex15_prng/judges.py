@@ -5,10 +5,19 @@ NumPy only.  What JAX draws from a key is never computed here: it comes from the
 ``{"data": uint32[2], "kind": "typed" | "legacy"}`` (``probes.make_key`` rebuilds them).
 
 Key reuse is judged twice, independently: by JAX's key-reuse checker (the analysis
-``jax.debug_key_reuse(True)`` runs) in the learner's process (``probes.key_reuse``), and here by value, which nothing in the learner's process can switch
-off.  With threefry (JAX's default, ``jax_threefry_partitionable``), two draws from one key share
-a prefix: ``normal(k, (m, n)).ravel()`` starts with ``normal(k, (p, q)).ravel()`` when
-``p * q <= m * n``; and the same key with the same shape draws the same mask.
+``jax.debug_key_reuse(True)`` runs) in the learner's process (``probes.key_reuse``), and here by
+value, which nothing in the learner's process can switch off.  With threefry (JAX's default,
+``jax_threefry_partitionable``) a key's draw is a fixed stream of random bits laid out in
+row-major order: a draw of shape ``(a, b)`` holds the same bits as one of ``(a * b,)``, and a
+shorter draw is a prefix of a longer one.  ``uniform``, ``normal``, ``truncated_normal`` and
+``bernoulli`` are monotone functions of those bits (measured exact in float32 on the installed
+JAX, ``tests/test_ex15_prng.py``), so whatever scale, shift, sign or threshold a function
+applies, a value drawn from key ``k`` rises (or falls) with ``k``'s bits: "drawn from ``k``" is
+decided by ranks (``monotone_chance``), not by equal values.  Two draws from one key are
+monotone functions of each other, and two masks thresholded from one key are nested
+(``nested_chance``).  Independent draws show such a relation only by chance, and that chance is
+computed: a relation is called reuse only when chance gives it less than ``CHANCE``, counted over
+every comparison the check makes, so an honest file is never failed by chance.
 
 Feedback for a hidden check names the *kind* of input that went wrong (a typed or a legacy key,
 the same key twice, ``training=False``, a rate above one half), never a drawn value: those go to
@@ -17,13 +26,17 @@ the same key twice, ``training=False``, a rate above one half), never a drawn va
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from grader.feedback import (CheckFailed, describe, expect_traced_program_computes, expect_traced_program_runs,
                              traced_error)
+from grader.jaxcompat import SCAN_PRIMITIVE, WHILE_PRIMITIVE
+from grader.traced_work import expect_no_host_callback
 
 SIGMAS = 6.0  # statistical bounds: a right answer falls outside one about once in 10**9
-PREFIX = 16  # elements compared to decide that two draws came from one key
+CHANCE = 1e-6  # a relation between draws is called reuse only when independent draws show it less often
 
 KIND_WORDS = {"typed": "a typed key (jax.random.key)", "legacy": "a legacy key (jax.random.PRNGKey)"}
 
@@ -52,6 +65,85 @@ def _error_failure(what: str, kind: str, error: str) -> CheckFailed:
 
 def as_array(value, dtype: str | None = None):
     return value if isinstance(value, np.ndarray) and (dtype is None or str(value.dtype) == dtype) else None
+
+
+# --- reuse by value: ranks and nesting --------------------------------------------------------------
+
+def layouts(a) -> list[np.ndarray]:
+    """The orders in which a draw may have laid out ``a``'s elements: row-major, and for a matrix
+    column-major too (a draw of the transposed shape, transposed)."""
+    a = np.asarray(a)
+    return [a.ravel(), a.T.ravel()] if a.ndim == 2 and min(a.shape) > 1 else [a.ravel()]
+
+
+def _log_ties(values: np.ndarray) -> float:
+    """log of the product of c! over the multiplicities c of ``values``' distinct elements."""
+    _, counts = np.unique(values, return_counts=True)
+    return float(sum(math.lgamma(c + 1) for c in counts if c > 1))
+
+
+def monotone_chance(order, values) -> float | None:
+    """Whether ``values`` is a monotone (rising or falling, not necessarily strictly) function of
+    ``order`` over their common prefix: a draw from the key whose bits ``order`` is, scaled,
+    shifted, negated or thresholded any way (or, ``order`` another draw, two draws from one key).
+    If so, the chance that values independent of ``order`` would be: of the arrangements of the
+    values, at most 2 * prod(t!) are monotone in ``order`` (t: its runs of equal elements), out of
+    n! / prod(c!) (c: the values' own); else None."""
+    n = min(np.size(order), np.size(values))
+    key, vals = np.asarray(order).ravel()[:n], np.asarray(values).ravel()[:n]
+    if n < 2 or np.all(vals == vals[0]):
+        return None  # a constant says nothing
+    vals = vals.astype(np.float64) if vals.dtype == bool else vals
+    rising = vals[np.lexsort((vals, key))]  # ties in ``order`` broken in the values' favour
+    falling = vals[np.lexsort((-vals, key))]
+    if not (np.all(np.diff(rising) >= 0) or np.all(np.diff(falling) <= 0)):
+        return None
+    log = math.log(2.0) + _log_ties(key) + _log_ties(vals) - math.lgamma(n + 1)
+    return math.exp(min(log, 0.0))
+
+
+def _log_comb(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
+def _contained(n: int, k: int, within: int) -> float:
+    """The chance that ``k`` positions placed at random among ``n`` all fall in a given ``within``."""
+    return math.exp(_log_comb(within, k) - _log_comb(n, k)) if k <= within else 0.0
+
+
+def nested_chance(a, b) -> float | None:
+    """Whether the boolean masks ``a`` and ``b`` (one layout, same size) are nested: one of ``a``,
+    ``~a`` contains or lies in ``b``, as two thresholds of one key's bits are (``bernoulli(k, p)``
+    is ``uniform(k) < p``, ``uniform(k) >= r`` its complement at another level).  If so, the
+    chance that masks placed independently, with their counts of kept units, would be nested
+    some way; else None."""
+    a, b = np.asarray(a, bool).ravel(), np.asarray(b, bool).ravel()
+    n, ka, kb = a.size, int(a.sum()), int(b.sum())
+    if n != b.size or ka in (0, n) or kb in (0, n):
+        return None  # an all-kept or all-dropped mask is nested with anything
+    nested = (not np.any(a & ~b)) or (not np.any(b & ~a)) or (not np.any(a & b)) or np.all(a | b)
+    if not nested:
+        return None
+    return min(1.0, _contained(n, ka, kb) + _contained(n, kb, ka) +  # a in b, b in a
+               _contained(n, kb, n - ka) + _contained(n, n - ka, kb))  # b in ~a, ~a in b
+
+
+def most_telling(found: list[tuple[float, object]], comparisons: int):
+    """The relation least likely by chance among ``found`` (``(chance, what)`` pairs), if even
+    counted over all ``comparisons`` made it is below ``CHANCE``; else None."""
+    if not found:
+        return None
+    chance, what = min(found, key=lambda f: f[0])
+    return (chance * max(comparisons, 1), what) if chance * max(comparisons, 1) < CHANCE else None
+
+
+def drawn_from(bits, draw) -> float | None:
+    """The chance that ``draw`` (a layer, a mask) is a monotone function of ``bits`` (the random
+    bits a key gives over at least the draw's size) in one of its layouts by chance, counted
+    over the layouts tried; None when it is no such function."""
+    tried = layouts(draw)
+    chances = [c for c in (monotone_chance(np.asarray(bits)[:x.size], x) for x in tried) if c is not None]
+    return min(chances) * len(tried) if chances else None
 
 
 # --- part A: init_mlp -------------------------------------------------------------------------------
@@ -157,36 +249,36 @@ def judge_init_values(got: list[dict], keys: list[dict], labels: list[str], size
     return results
 
 
-def _shares_prefix(a: np.ndarray, b: np.ndarray) -> bool:
-    """Two draws from one key: their first elements agree, in row-major or column-major order."""
-    for x in (a, a.T):
-        x = x.ravel()
-        for y in (b, b.T) if b.ndim == 2 else (b,):
-            y = y.ravel()
-            k = min(PREFIX, x.size, y.size)
-            if np.allclose(x[:k], y[:k], rtol=1e-4, atol=1e-5):
-                return True
-    return False
-
-
-def judge_init_independent(layers: list[dict], root_draw: np.ndarray, reuse: dict) -> None:
-    """No two layers drew from one key, no layer drew from ``key`` itself, and
-    JAX's key-reuse checker saw no key used twice."""
+def judge_init_independent(layers: list[dict], root_bits: np.ndarray, reuse: dict) -> None:
+    """No two layers drew from one key, no layer drew from ``key`` itself, and JAX's key-reuse
+    checker saw no key used twice.  ``root_bits``: the random bits ``key`` itself gives, over at
+    least the largest layer.  By ranks: a layer drawn from ``key`` (negated, scaled, or through
+    ``uniform``) rises or falls with its bits, and two layers drawn from one key with each other
+    over their common prefix; independent layers of a thousand values do so with a chance far
+    below ``CHANCE``."""
     z = [standard_draws(layer) for layer in layers]
     for i in range(len(z)):
         for j in range(i + 1, len(z)):
-            if _shares_prefix(z[i], z[j]):
+            pairs = [(x, y) for x in layouts(z[i]) for y in layouts(z[j])]
+            found = [(c, None) for c in (monotone_chance(x, y) for x, y in pairs) if c is not None]
+            if most_telling(found, len(pairs)):
                 raise _fail(f"layers {i} and {j} drew their weights from the same key",
-                            "two layers drew their weights from the same key (their weights share a prefix of the "
-                            "same random stream)",
+                            "two layers drew their weights from the same key: over their common length one layer's "
+                            "weights rise (or fall) exactly with the other's, the same random bits scaled, shifted "
+                            "or negated",
                             "split the key into one key per layer: keys = jax.random.split(key, n_layers), and "
-                            "draw layer i from keys[i] only", measured=f"layers {i} and {j} share a prefix")
-        if _shares_prefix(z[i], np.asarray(root_draw, np.float64)):
+                            "draw layer i from keys[i] only", measured=f"layers {i} and {j}: monotone in each other "
+                            f"over {min(z[i].size, z[j].size)} values")
+        chance = drawn_from(root_bits, z[i])
+        if chance is not None and chance < CHANCE:
             raise _fail(f"layer {i} drew its weights from `key` itself",
-                        "a layer drew its weights from the key init_mlp was given, which also served to make "
-                        "other keys: a key is used once, either to draw or to split",
+                        "a layer drew its weights from the key init_mlp was given, which also served to make other "
+                        "keys (its weights rise or fall exactly with the random bits that key gives, whatever scale, "
+                        "sign or copy of the key was used): a key is used once, either to draw or to split",
                         "split `key` first and draw every layer from one of the keys split gives; never draw from "
-                        "a key you split", measured=f"layer {i} equals normal(key, ...)")
+                        "a key you split, nor from a copy of it (jax.random.wrap_key_data(jax.random.key_data(key)) "
+                        "is the same key)",
+                        measured=f"layer {i} is a monotone function of key's bits (chance {chance:.2g})")
     if "reuse" in reuse:
         raise _fail(f"JAX's key-reuse checker raised: {reuse['reuse']}",
                     "JAX's key-reuse checker (jax.debug_key_reuse) raised KeyReuseError on init_mlp: a key was used twice "
@@ -286,11 +378,14 @@ EPOCH_RATES = (0.125, 0.25, 0.75, 0.875)
 
 def draw_epoch(rng, kind: str | None = None) -> dict:
     """A two-layer MLP, 3 to 5 batches of one shape, a rate far from one half, a learning rate
-    and a key."""
-    d, h, o = int(rng.integers(4, 9)), int(rng.integers(16, 25)), int(rng.integers(1, 4))
+    and a key.  Masks of 2048 units or more: two steps thresholding one key's bits in opposite
+    directions (``bernoulli(k, 1 - rate)`` and ``uniform(k) >= rate``) have disjoint dropped (or
+    kept) units, which independent masks have at rate 0.125 with a chance below 1e-14 (1e-9 at
+    three standard deviations fewer), so ``nested_chance`` tells them apart at every rate drawn."""
+    d, h, o = int(rng.integers(4, 9)), int(rng.integers(64, 97)), int(rng.integers(1, 4))
     params = [{"w": (rng.normal(size=(d, h)) / np.sqrt(d)).astype(np.float32), "b": np.zeros(h, np.float32)},
               {"w": (rng.normal(size=(h, o)) / np.sqrt(h)).astype(np.float32), "b": np.zeros(o, np.float32)}]
-    b = int(rng.integers(8, 13))
+    b = int(rng.integers(32, 49))
     batches = [(rng.normal(size=(b, d)).astype(np.float32), rng.normal(size=(b, o)).astype(np.float32))
                for _ in range(int(rng.integers(3, 6)))]
     return {"params": params, "batches": batches, "rate": float(rng.choice(EPOCH_RATES)),
@@ -405,22 +500,65 @@ def _equal_masks(masks: list[np.ndarray], other: list[np.ndarray]) -> list[tuple
     return [(i, j) for i, a in enumerate(masks) for j, b in enumerate(other) if np.array_equal(a, b)]
 
 
-def judge_fresh_steps(masks: list[np.ndarray], from_input: list[np.ndarray], reuse: dict) -> None:
-    """Every step drew its mask from a key of its own: no two masks equal, none drawn from the
-    input key itself, and JAX's key-reuse checker saw no key used twice in the epoch."""
-    same = [(i, j) for i, j in _equal_masks(masks, masks) if i < j]
-    if same:
-        raise _fail(f"steps {same[0][0]} and {same[0][1]} used the same mask",
-                    "two steps of the epoch used the same dropout mask: they drew it from the same key",
-                    "split a fresh key for every step: key, step_key = jax.random.split(key) inside the loop, and "
-                    "draw the step's mask from step_key", measured=f"equal masks at steps {same}")
-    hits = [i for i, (m, d) in enumerate(zip(masks, from_input)) if np.array_equal(m, d)]
-    if hits:
-        raise _fail(f"step {hits[0]} drew its mask from the key train_epoch was given",
-                    "a step drew its mask from the epoch's own key, which also made the other steps' keys: that key "
-                    "was used twice",
-                    "never draw from a key you split (or will split): split first, and draw from the new key",
-                    measured=f"steps {hits}")
+def _nested_pairs(masks: list[np.ndarray], other: list[np.ndarray], *, within: bool) -> tuple[list, int]:
+    """Every pair of masks, one of ``masks`` and one of ``other`` (``within``: one list, each pair
+    once), in every pair of layouts: ``(chance, (i, j))`` for those nested, and the number of
+    comparisons made."""
+    found, comparisons = [], 0
+    for i, a in enumerate(masks):
+        for j, b in enumerate(other):
+            if within and j <= i:
+                continue
+            for x in layouts(a):
+                for y in layouts(b):
+                    comparisons += 1
+                    chance = nested_chance(x, y)
+                    if chance is not None:
+                        found.append((chance, (i, j)))
+    return found, comparisons
+
+
+def _masks_drawn_from(bits, masks: list[np.ndarray]):
+    """The mask most clearly drawn from the key whose random ``bits`` these are (a threshold of
+    them: ``max(u[mask]) < min(u[~mask])`` or the reverse, in some layout), as ``(chance, step)``
+    when chance alone explains it less than ``CHANCE`` over all the masks; else None."""
+    if bits is None:
+        return None
+    found = [(c, i) for i, m in enumerate(masks) if (c := drawn_from(bits, m)) is not None]
+    return most_telling(found, len(masks))
+
+
+NESTED_WHY = ("one's kept units, or its dropped units, contain or lie inside the other's: two thresholds of the same "
+              "random numbers, as jax.random.bernoulli(k, p) and jax.random.uniform(k) >= rate drawn from one key "
+              "(or from a copy of it, jax.random.wrap_key_data(jax.random.key_data(k))) are")
+
+
+def judge_fresh_steps(masks: list[np.ndarray], input_bits: np.ndarray | None, reuse: dict) -> None:
+    """Every step drew its mask from a key of its own: no two masks are nested (equal, or two
+    thresholds of one key's bits), none is a threshold of the input key's own bits, and JAX's
+    key-reuse checker saw no key used twice in the epoch.  ``input_bits``: the random bits the
+    epoch's key gives over a mask's size."""
+    advice = ("split a fresh key for every step: key, step_key = jax.random.split(key) inside the loop, and draw the "
+              "step's mask from step_key; never draw twice from one key, nor from a copy of a key")
+    found, comparisons = _nested_pairs(masks, masks, within=True)
+    hit = most_telling(found, comparisons)
+    if hit:
+        chance, (i, j) = hit
+        if np.array_equal(masks[i], masks[j]):
+            raise _fail(f"steps {i} and {j} used the same mask",
+                        "two steps of the epoch used the same dropout mask: they drew it from the same key", advice,
+                        measured=f"equal masks at steps {i} and {j}")
+        raise _fail(f"steps {i} and {j} drew their masks from the same key",
+                    f"two steps' dropout masks are nested ({NESTED_WHY}); masks drawn from keys of their own are "
+                    f"nested so less than once in a million epochs", advice,
+                    measured=f"steps {i} and {j}: nested masks, chance {chance:.2g} over {comparisons} comparisons")
+    hit = _masks_drawn_from(input_bits, masks)
+    if hit:
+        raise _fail(f"step {hit[1]} drew its mask from the key train_epoch was given",
+                    "a step drew its mask from the epoch's own key (its mask is a threshold of the random numbers "
+                    "that key gives), which also made the other steps' keys: that key was used twice",
+                    "never draw from a key you split (or will split), nor from a copy of it: split first, and draw "
+                    "from the new key", measured=f"step {hit[1]}: a threshold of the key's bits, chance {hit[0]:.2g}")
     if "reuse" in reuse:
         raise _fail(f"JAX's key-reuse checker raised: {reuse['reuse']}",
                     "JAX's key-reuse checker (jax.debug_key_reuse) raised KeyReuseError in one epoch: a key was used "
@@ -429,10 +567,12 @@ def judge_fresh_steps(masks: list[np.ndarray], from_input: list[np.ndarray], reu
                     measured=reuse["reuse"])
 
 
-def judge_returned_key(got: dict, masks: list[np.ndarray], from_returned: list[np.ndarray] | None,
+def judge_returned_key(got: dict, masks: list[np.ndarray], returned_bits: np.ndarray | None,
                        case: dict, reuse: dict) -> None:
-    """The returned key is a key, differs from the one given, drew none of the epoch's masks,
-    and the next epoch started from it repeats none of them."""
+    """The returned key is a key, differs from the one given, drew none of the epoch's masks (no
+    mask is a threshold of its bits), and the next epoch started from it draws no mask nested with
+    one of this epoch's.  ``returned_bits``: the random bits the returned key gives over a mask's
+    size (None when it is no key)."""
     first = got["first"]
     key = first["key"]
     if key.get("kind") == "other":
@@ -444,13 +584,14 @@ def judge_returned_key(got: dict, masks: list[np.ndarray], from_returned: list[n
                     "train_epoch returned the key it was given: the next epoch will draw the same masks again",
                     "thread the key: key, step_key = jax.random.split(key) at every step, and return the last `key` "
                     "(the one no step used)")
-    if from_returned is not None:
-        hits = [i for i, (m, d) in enumerate(zip(masks, from_returned)) if np.array_equal(m, d)]
-        if hits:
-            raise _fail(f"the returned key drew the mask of step {hits[0]}",
-                        "train_epoch returned a key that a step already used to draw its mask",
-                        "return the other half of the last split (the key you would split next), not the step's key",
-                        measured=f"steps {hits}")
+    hit = _masks_drawn_from(returned_bits, masks)
+    if hit:
+        raise _fail(f"the returned key drew the mask of step {hit[1]}",
+                    "train_epoch returned a key that a step already used to draw its mask (that mask is a threshold "
+                    "of the random numbers the returned key gives)",
+                    "return the other half of the last split (the key you would split next), not the step's key nor "
+                    "a copy of it", measured=f"step {hit[1]}: a threshold of the returned key's bits, chance "
+                                             f"{hit[0]:.2g}")
     second = got.get("second", {})
     if "error" in second or "shape_error" in second:
         raise _fail(f"a second epoch from the returned key failed: {second.get('error') or second.get('shape_error')}",
@@ -458,13 +599,17 @@ def judge_returned_key(got: dict, masks: list[np.ndarray], from_returned: list[n
                     "return a key of the kind you were given, ready to be split by the next epoch",
                     measured=str(second.get("error") or second.get("shape_error")))
     again = epoch_masks(second, case, "the next epoch")
-    repeated = _equal_masks(again, masks)
-    if repeated:
-        raise _fail("the next epoch, started from the returned key, repeated a mask of this one",
-                    "an epoch started from the returned key drew a mask this epoch already drew: the returned key was "
-                    "already used",
+    found, comparisons = _nested_pairs(again, masks, within=False)
+    hit = most_telling(found, comparisons)
+    if hit:
+        chance, (i, j) = hit
+        same = np.array_equal(again[i], masks[j])
+        drew = "a mask this epoch already drew" if same else f"a mask nested with one of this epoch's ({NESTED_WHY})"
+        raise _fail("the next epoch, started from the returned key, " +
+                    ("repeated a mask of this one" if same else "drew a mask from a key this one used"),
+                    f"an epoch started from the returned key drew {drew}: the returned key was already used",
                     "return the key left after the last split, which no step has used or split",
-                    measured=f"(next step, this step): {repeated}")
+                    measured=f"(next step, this step): ({i}, {j}), chance {chance:.2g}")
     if "reuse" in reuse:
         raise _fail(f"JAX's key-reuse checker raised: {reuse['reuse']}",
                     "JAX's key-reuse checker (jax.debug_key_reuse) raised KeyReuseError over two epochs, the second "
@@ -519,11 +664,33 @@ def noise_structure_cases(key: dict, batch_sizes: list, width: int) -> list[dict
     return [{"key": key, "xs": np.zeros((int(b), int(width)), np.float32)} for b in batch_sizes]
 
 
+def expect_no_batch_loop(fact: dict) -> None:
+    """One ``noise_structure`` answer's program holds no loop over the examples in any form the
+    equation count cannot see: no host callback (Python run from inside the program), no ``scan``
+    (``lax.map``, ``lax.scan``, ``fori_loop`` with static bounds, of any length: a vmapped draw
+    holds none) and no ``while`` (``while_loop``, ``fori_loop`` with traced bounds)."""
+    loops = fact.get("loops") or {}
+    advice = ("keys = jax.random.split(key, xs.shape[0]); jax.vmap(lambda k, x: x + jax.random.normal(k, x.shape))"
+              "(keys, xs): vmap draws every example's noise in one batched program")
+    expect_no_host_callback(loops, where="per_example_noise", advice=advice,
+                            why="whatever loops over the examples there is Python, invisible to JAX and not vectorised")
+    found = {p: n for p, n in loops.items() if p in (SCAN_PRIMITIVE, WHILE_PRIMITIVE) and n}
+    if found:
+        lengths = fact.get("scan_lengths") or []
+        raise _fail("per_example_noise loops over the batch with a JAX loop",
+                    "the traced program holds a JAX loop (scan or while: lax.map, lax.scan, fori_loop or while_loop), "
+                    "which draws the examples' noise one after another instead of vectorising them with jax.vmap",
+                    advice, measured=", ".join(f"{n} `{p}` equation(s)" for p, n in found.items()) +
+                    (f" (scan lengths {lengths} at B={fact.get('batch')})" if lengths else ""),
+                    expected="no scan or while: one vmapped program")
+
+
 def judge_noise_structure(facts: list[dict], want: list[np.ndarray]) -> None:
-    """The traced program does not grow with the batch: one ``random_bits`` for any B (vmap), not
-    one per example (a Python loop).  ``want``: the reference noise on ``xs = 0`` at each batch
-    size (``truth_noise`` of ``noise_structure_cases``); the counts are read only from a
-    traced program whose own output is that noise -- the program that computes the answer."""
+    """The traced program does not loop over the batch (``expect_no_batch_loop``) nor grow with
+    it: one ``random_bits`` for any B (vmap), not one per example (a Python loop).  ``want``: the
+    reference noise on ``xs = 0`` at each batch size (``truth_noise`` of
+    ``noise_structure_cases``); the counts are read only from a traced program whose own output
+    is that noise -- the program that computes the answer."""
     for f in facts:
         expect_traced_program_runs(traced_error(f), "per_example_noise", advice=(
             "build it from JAX operations only: jax.random.split, jax.vmap and jax.random.normal"))
@@ -536,6 +703,8 @@ def judge_noise_structure(facts: list[dict], want: list[np.ndarray]) -> None:
             expected="the reference noise, as traced under jax.jit",
             measured=f"B={f['batch']}: largest difference {float(np.max(np.abs(out - target))):.3g}" if shaped else
             describe(f.get("outputs")))
+    for f in reversed(facts):  # the largest batch first: its loop is the longest
+        expect_no_batch_loop(f)
     small, large = facts[0], facts[-1]
     if large["random_bits"] > small["random_bits"] or large["equations"] > small["equations"]:
         raise _fail(f"the jaxpr grows with the batch: {small['random_bits']} random_bits and {small['equations']} "

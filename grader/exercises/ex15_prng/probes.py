@@ -30,9 +30,9 @@ In the sandbox:
     it compiles nothing).  The learner's code can fool a checker in its own process, so the
     checks judge reuse by value as well, on the trusted side.
 
-In the clean worker (no learner code): ``truth_normal``, ``truth_dropout``, ``truth_epoch``
-(the epoch recomputed with the given ``sgd_step`` from the masks the learner returned, and
-the masks each named key would draw) and ``truth_noise``.
+In the clean worker (no learner code): ``truth_bits`` (the random bits a key gives),
+``truth_dropout``, ``truth_epoch`` (the epoch recomputed with the given ``sgd_step`` from the masks
+the learner returned, and the bits each named key gives) and ``truth_noise``.
 
 Every error of the learner's code is recorded as its first line (a ``NotImplementedError``
 propagates, so the check says "not implemented").  JAX entry points are bound at import, before
@@ -48,12 +48,14 @@ import numpy as np
 from grader import ir, jaxcompat
 from grader.probes.errors import first_line_or_unimplemented as _first_line
 from grader.probes.generic import traced_run
+from grader.traced_work import HOST_CALLBACK_PRIMITIVES
 
 _wrap_key_data = jax.random.wrap_key_data
 _key_data = jax.random.key_data
 _split = jax.random.split
 _normal = jax.random.normal
 _bernoulli = jax.random.bernoulli
+_bits = jax.random.bits
 _check_key_reuse = jaxcompat.key_reuse_checker()
 _KeyReuseError = jax.errors.KeyReuseError
 _issubdtype = jax.dtypes.issubdtype
@@ -70,6 +72,7 @@ _where = jnp.where
 _mean = jnp.mean
 _asarray = np.asarray
 _RANDOM_BITS = jaxcompat.RANDOM_BITS_PRIMITIVES
+_LOOPS = (jaxcompat.SCAN_PRIMITIVE, jaxcompat.WHILE_PRIMITIVE)
 
 MAX_DEPTH = 6
 
@@ -197,8 +200,10 @@ def noise_values(ctx, cases: list) -> list:
 
 def noise_structure(ctx, key: dict, batch_sizes: list, width: int) -> list:
     """For each batch size, the ``random_bits`` equations and all equations of the jaxpr of
-    ``per_example_noise`` (nested jaxprs included, each visit counted), and the noise that
-    same traced program drew on ``xs = 0`` (``"outputs"``)."""
+    ``per_example_noise`` (nested jaxprs included, each visit counted), its loops and host
+    callbacks (``"loops"``: ``scan``, ``while``, ``pure_callback``, ``io_callback`` counts; and
+    ``"scan_lengths"``), and the noise that same traced program drew on ``xs = 0``
+    (``"outputs"``)."""
     fn = ctx.function("per_example_noise")
     out = []
     for b in batch_sizes:
@@ -209,7 +214,10 @@ def noise_structure(ctx, key: dict, batch_sizes: list, width: int) -> list:
             continue
         counts = ir.primitive_counts(run.jaxpr)
         out.append({"batch": int(b), "random_bits": sum(counts.get(p, 0) for p in _RANDOM_BITS),
-                    "equations": sum(counts.values()), "outputs": plain(run.outputs)})
+                    "equations": sum(counts.values()), "outputs": plain(run.outputs),
+                    "loops": {p: n for p, n in counts.items() if p in _LOOPS or p in HOST_CALLBACK_PRIMITIVES},
+                    "scan_lengths": [int(e.params.get("length", 0)) for e in ir.walk_equations(run.jaxpr)
+                                     if ir.primitive_name(e.primitive) == jaxcompat.SCAN_PRIMITIVE]})
     return out
 
 
@@ -272,9 +280,12 @@ def _sgd_step(params, x, y, keep, rate, lr):
     return _tree_map(lambda p, g: p - lr * g, params, grads)
 
 
-def truth_normal(ctx, key: dict, n: int):
-    """``jax.random.normal(key, (n,))``: a draw from the key itself."""
-    return _asarray(_normal(make_key(key), (int(n),)))
+def truth_bits(ctx, key: dict, n: int):
+    """``jax.random.bits(key, (n,), uint32)``: the random bits the key itself gives, in the order
+    every draw from it lays them out (``uniform``, ``normal`` and ``bernoulli`` are monotone
+    functions of them; a shorter draw, or one of shape ``(a, b)`` with ``a * b <= n``, uses a
+    prefix)."""
+    return _asarray(_bits(make_key(key), (int(n),), np.uint32))
 
 
 def truth_dropout(ctx, cases: list) -> list:
@@ -292,13 +303,12 @@ def truth_dropout(ctx, cases: list) -> list:
 
 def truth_epoch(ctx, params, batches: list, masks: list, rate: float, lr: float, keys: dict) -> dict:
     """The epoch recomputed from ``masks`` with the given ``sgd_step``; and for each named key
-    the masks ``jax.random.bernoulli(key, 1 - rate, mask.shape)`` it draws."""
+    the random bits it gives over the largest mask's size (``truth_bits``)."""
     p = _to_jax(params)
     for (x, y), keep in zip(batches, masks):
         p = _sgd_step(p, _device_put(x), _device_put(y), _device_put(keep), float(rate), float(lr))
-    drawn = {name: [_asarray(_bernoulli(make_key(k), 1.0 - float(rate), np.shape(m))) for m in masks]
-             for name, k in keys.items()}
-    return {"params": plain(p), "drawn": drawn}
+    n = max((int(np.size(m)) for m in masks), default=0)
+    return {"params": plain(p), "bits": {name: truth_bits(ctx, k, n) for name, k in keys.items()}}
 
 
 def truth_noise(ctx, cases: list, alternatives: bool = False) -> list:
