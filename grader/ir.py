@@ -212,6 +212,57 @@ def work_outside_control_flow(jaxpr, data: tuple[int, ...]) -> list[str]:
             if flows[i] and not deciding[i] and name != "cond" and name not in LAYOUT_PRIMITIVES]
 
 
+def live_work(jaxpr) -> int:
+    """The work ``jaxpr`` does when it runs, each operation counted once and loops by their trip
+    counts: the elements its equations compute, a ``dot_general`` counting one per multiply-add
+    (its output's elements times the contracted size: a matrix-vector product is n x n, not n).
+    A measure to compare two programs that compute the same thing (a Hessian-vector product
+    against the Hessian formed row by row; forward against reverse mode), where XLA's cost
+    analysis counts a loop's body once.  Unlike ``elements_computed``:
+
+    * an equation that holds sub-jaxprs (a nested ``jit``, ``custom_jvp``/``custom_vjp``,
+      ``remat``, ``cond``, ``scan``) counts the equations inside it, not its own outputs again:
+      wrapping the same work in ``jax.jit`` changes nothing;
+    * an equation no output of its jaxpr needs, and without effects, counts nothing (XLA drops
+      it): a value traced and never used is no work; a write into a ``Ref`` (an effect) counts.
+
+    A ``scan`` body counts ``length`` times; every branch of a ``cond`` counts; a ``while`` body
+    counts once (its trip count is not in the program: a check that relies on this measure must
+    refuse while loops itself, as it must refuse host callbacks and kernels, whose work is not
+    in the jaxpr)."""
+    total = 0
+    stack = [(_inner(jaxpr), 1)]
+    while stack:
+        j, times = stack.pop()
+        live = {id(v) for v in j.outvars}
+        for eqn in reversed(j.eqns):
+            name = primitive_name(eqn.primitive)  # a primitive of the learner's: ForeignPrimitive
+            if not eqn.effects and not any(id(v) in live for v in eqn.outvars):
+                continue  # an equation with effects (a write into a Ref, a callback) is live whatever it returns
+            live.update(id(v) for v in eqn.invars)
+            subs = jaxcompat.jaxprs_in_params(eqn.params)
+            if not subs:
+                total += times * sum(_elements(v) for v in eqn.outvars) * _contracted(eqn, name)
+                continue
+            inner_times = times * max(int(eqn.params.get("length", 1)), 1) if name == jaxcompat.SCAN_PRIMITIVE \
+                else times
+            stack.extend((_inner(sub), inner_times) for sub in subs)
+    return total
+
+
+def _contracted(eqn, name: str) -> int:
+    """How many products make each output element of ``eqn``: a ``dot_general``'s contracted size
+    (1 for any other equation)."""
+    if name != "dot_general":
+        return 1
+    (contract, _), _ = eqn.params["dimension_numbers"]
+    shape = eqn.invars[0].aval.shape
+    k = 1
+    for d in contract:
+        k *= int(shape[d])
+    return max(k, 1)
+
+
 def primitive_counts(jaxpr) -> dict[str, int]:
     """How many times each primitive appears, nested sub-jaxprs included."""
     return tally(primitive_name(eqn.primitive) for eqn in walk_equations(jaxpr))
@@ -377,12 +428,7 @@ def shard_maps(jaxpr) -> list[dict]:
 
 def _matmul_flops(eqn) -> int:
     """A ``dot_general``'s multiply-adds, twice: 2 x its output's elements x the contracted size."""
-    (contract, _), _ = eqn.params["dimension_numbers"]
-    shape = eqn.invars[0].aval.shape
-    k = 1
-    for d in contract:
-        k *= int(shape[d])
-    return 2 * _elements(eqn.outvars[0]) * k
+    return 2 * _elements(eqn.outvars[0]) * _contracted(eqn, "dot_general")
 
 
 def shard_map_matmul_flops(jaxpr) -> dict:

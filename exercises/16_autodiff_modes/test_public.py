@@ -1,7 +1,8 @@
 """Public checks for exercise 16 (run by `grade exercise 16`; they carry no points).
 
 Fixed, readable inputs: hvp of f(x) = 0.25 sum(x^4) + 0.5 (a.x)^2 with a = (1, 2, 3, 4, 5) / 5 at
-x = (1, -1, 0.5, 2, 0), v = (1, 0, 0, 0, 1), and of sum(c sin x), and its jaxpr at n = 1024;
+x = (1, -1, 0.5, 2, 0), v = (1, 0, 0, 0, 1), and of sum(c sin x), and its program at n = 1024
+(x from -1 to 1, v all ones: no value of the Hessian's size, the work of a few gradients);
 jacobian of tanh(W x + b) for a wide W (4 x 128) and a tall one (128 x 4) with entries
 0.01 * (i - j); clip_gradient on x = (1, 2, 3, 4) with cotangent weights (-3, 0.5, 4, -0.2) and
 [lo, hi] = [-1, 1], also under jit(vmap(grad)); softmax of (1e4, -1e4, 0, 9999), of
@@ -16,7 +17,7 @@ from grader.exercises.ex16_autodiff.judges import (
     judge_clip,
     judge_clip_composed,
     judge_hvp,
-    judge_hvp_largest,
+    judge_hvp_program,
     judge_jacobian_cost,
     judge_jacobian_values,
     judge_softmax,
@@ -26,13 +27,16 @@ from grader.exercises.ex16_autodiff.judges import (
 A = np.float32([1, 2, 3, 4, 5]) / np.float32(5)
 
 
-def test_hvp_small(submission):
+def test_hvp_small(submission, truth):
     x, v = np.float32([1, -1, 0.5, 2, 0]), np.float32([1, 0, 0, 0, 1])
     cases = [{"name": "quartic", "params": {"a": A}, "x": x, "v": v},
              {"name": "sine", "params": {"c": np.float32([1, -2, 0.5, 3, 1])}, "x": x, "v": v}]
     judge_hvp(submission.probe("ex16_autodiff:hvp_values", cases), cases)
     a = (np.arange(HESSIAN_SIZE, dtype=np.float32) / HESSIAN_SIZE).astype(np.float32)
-    judge_hvp_largest(submission.probe("ex16_autodiff:hvp_largest", "quartic", {"a": a}, HESSIAN_SIZE))
+    big = {"name": "quartic", "params": {"a": a}, "x": np.linspace(-1, 1, HESSIAN_SIZE, dtype=np.float32),
+           "v": np.ones(HESSIAN_SIZE, np.float32)}
+    facts = submission.probe("ex16_autodiff:hvp_program", "quartic", big["params"], big["x"], big["v"])
+    judge_hvp_program(facts, truth.probe("ex16_autodiff:truth_hvp_work", "quartic", big["params"], HESSIAN_SIZE), big)
 
 
 def _layer(m: int, n: int) -> dict:

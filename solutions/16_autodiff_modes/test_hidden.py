@@ -5,7 +5,7 @@ Every draw holds each case its check claims (``COVERAGE``; ``ensure`` checks it 
 diagonal and a dense Hessian; a wide and a tall Jacobian; cotangent entries below, inside and
 above the clip range, on 1-D and 2-D inputs; ordinary logits, logits of +-1e4 and rows all near
 -1e4, 1-D and 2-D.  References are exact derivatives in float64 NumPy
-(``grader/exercises/ex16_autodiff/functions.py``); what jax.jacfwd and jax.jacrev cost is
+(``grader/exercises/ex16_autodiff/functions.py``); what jax.jacfwd, jax.jacrev and the reference hvp cost is
 measured by XLA's cost analysis in the clean worker at every grading.
 
 The structural checks reuse the draws of the value check beside them (``check_rng``), so they
@@ -15,12 +15,12 @@ measure the very calls that were shown right.
 import numpy as np
 
 from grader.coverage import Coverage, check_rng, ensure
-from grader.exercises.ex16_autodiff import functions
 from grader.exercises.ex16_autodiff.judges import (
     HESSIAN_SIZE,
     clip_labels,
     draw_clip_cases,
     draw_composed_case,
+    draw_hessian_case,
     draw_hvp_cases,
     draw_jacobian_cases,
     draw_softmax_cases,
@@ -28,7 +28,7 @@ from grader.exercises.ex16_autodiff.judges import (
     judge_clip,
     judge_clip_composed,
     judge_hvp,
-    judge_hvp_largest,
+    judge_hvp_program,
     judge_jacobian_cost,
     judge_jacobian_values,
     judge_softmax,
@@ -61,10 +61,11 @@ def test_hvp_matches(submission, rng):
     judge_hvp(submission.probe("ex16_autodiff:hvp_values", cases), cases)
 
 
-def test_hvp_never_forms_the_hessian(submission, rng):
-    name = str(rng.choice(functions.DENSE_HESSIAN))
-    params = functions.draw_params(rng, name, HESSIAN_SIZE)
-    judge_hvp_largest(submission.probe("ex16_autodiff:hvp_largest", name, params, HESSIAN_SIZE))
+def test_hvp_never_forms_the_hessian(submission, truth, rng):
+    case = draw_hessian_case(rng)
+    facts = submission.probe("ex16_autodiff:hvp_program", case["name"], case["params"], case["x"], case["v"])
+    reference = truth.probe("ex16_autodiff:truth_hvp_work", case["name"], case["params"], HESSIAN_SIZE)
+    judge_hvp_program(facts, reference, case)
 
 
 # --- part B: jacobian -------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Exercise 16 (forward and reverse mode, custom derivatives): draws, references and verdicts shared
 by the public and the hidden checks.  NumPy only, references in float64 (``functions.py`` has the
-exact Hessians and Jacobians); what ``jacfwd`` and ``jacrev`` cost comes from the clean worker,
-measured by XLA's cost analysis on the installed JAX at every grading.
+exact Hessians and Jacobians); what ``jacfwd``, ``jacrev`` and the reference hvp cost comes from
+the clean worker at every grading, measured by XLA's cost analysis on the installed JAX and by the
+operations their jaxprs do, loops counted by their trip counts (``ir.live_work``).
 
 Feedback for a hidden check names the *kind* of input that went wrong (a dense or a diagonal
 Hessian, a wide or a tall Jacobian, a cotangent below the clip range, logits of 1e4), never a
@@ -14,12 +15,19 @@ import numpy as np
 
 from grader.exercises.ex16_autodiff import functions
 from grader.feedback import CheckFailed, describe, expect_traced_program_computes
+from grader.traced_work import expect_no_host_callback
 
 COST_SLACK = 1.2  # the learner's jacobian may cost this much more than the cheaper of jacfwd and jacrev
 HESSIAN_SIZE = 1024  # hvp's jaxpr is read at this size: an n x n Hessian is a million elements
 #: no value in hvp's jaxpr may hold this many times n elements: a Hessian-vector product needs a few
 #: vectors of size n, while the Hessian in pieces (two n/2 x n halves, rows by the dozen) holds far more
 HVP_MAX_ELEMENTS_PER_N = 8
+#: hvp's program at ``HESSIAN_SIZE`` may do at most this many times the operations the reference
+#: (forward over reverse) does for the same function, loops counted by their trip counts
+#: (``ir.live_work``): honest Hessian-vector products cost a few gradients (reverse over reverse
+#: 1.1x the reference), while the Hessian formed row by row, one pass per row in a loop that never
+#: holds a large value, costs n gradients (over 1000x at n = 1024)
+HVP_MAX_WORK_FACTOR = 10
 
 
 def _fail(message: str, diagnosis: str, advice: str, measured: str = "", expected: str = "") -> CheckFailed:
@@ -95,8 +103,9 @@ def _largest_message(facts: dict, n: int, shown: int = 3) -> str:
 
 
 def judge_hvp_largest(facts: dict, n: int = HESSIAN_SIZE) -> None:
+    """No value of ``HVP_MAX_ELEMENTS_PER_N`` n elements or more in hvp's jaxpr (``ir.largest_value``)."""
     if "error" in facts:
-        raise _fail(f"jax.make_jaxpr of hvp failed: {facts['error']}", "hvp does not trace (jax.make_jaxpr raised)",
+        raise _fail(f"tracing hvp under jax.jit failed: {facts['error']}", "hvp does not trace (jax.jit raised)",
                     "build hvp from JAX transformations only", measured=facts["error"])
     if facts["elements"] >= HVP_MAX_ELEMENTS_PER_N * n:
         raise _fail(_largest_message(facts, n),
@@ -106,6 +115,57 @@ def judge_hvp_largest(facts: dict, n: int = HESSIAN_SIZE) -> None:
                     "vectors of size n only; jax.hessian(f)(x) @ v and jax.jacfwd(jax.grad(f))(x) @ v build all of H",
                     measured=f"largest values {', '.join(facts.get('avals') or [facts['aval']])}",
                     expected=f"fewer than {HVP_MAX_ELEMENTS_PER_N} n = {HVP_MAX_ELEMENTS_PER_N * n} elements")
+
+
+def draw_hessian_case(rng) -> dict:
+    """A function with a dense Hessian at ``HESSIAN_SIZE``, a point and a direction."""
+    name = str(rng.choice(functions.DENSE_HESSIAN))
+    params = functions.draw_params(rng, name, HESSIAN_SIZE)
+    return {"name": name, "params": params, "x": rng.normal(size=HESSIAN_SIZE).astype(np.float32),
+            "v": rng.normal(size=HESSIAN_SIZE).astype(np.float32)}
+
+
+def judge_hvp_program(facts: dict, reference_work: int, case: dict) -> None:
+    """hvp's program at a large size (``probes.hvp_program``): it computes H(x) v, holds no value
+    of the Hessian's size and does a few gradients' work -- ``HVP_MAX_WORK_FACTOR`` times the
+    reference's operations at most, loops counted by their trip counts -- so the Hessian formed
+    in pieces fails, whether the pieces are large values or the trips of a loop."""
+    n = int(np.size(case["x"]))
+    advice = ("never form the Hessian: jax.jvp of jax.grad(f) at x in the direction v gives H(x) v with vectors of "
+              "size n and the work of a few gradients")
+    if "error" in facts:
+        judge_hvp_largest(facts, n)
+    uncounted = facts.get("uncounted") or {}
+    expect_no_host_callback(uncounted, where="hvp", advice=advice)
+    if uncounted:
+        raise _fail(f"hvp's program holds {', '.join(sorted(uncounted))}: its work cannot be counted",
+                    "hvp computes in a while loop, a kernel or an opaque call, whose trip count or work is not in "
+                    "the program, so whether it forms the Hessian cannot be measured",
+                    advice + " (no loop is needed)",
+                    measured=", ".join(f"{count} {name}" for name, count in sorted(uncounted.items())),
+                    expected="no while loop, kernel or opaque call")
+    out = facts.get("out") or {"error": facts.get("run_error", "no output")}
+    want = reference_hvp(case)
+    got = out.get("out")
+    scale = max(1.0, float(np.max(np.abs(want))))
+    expect_traced_program_computes(
+        isinstance(got, np.ndarray) and got.shape == want.shape and bool(np.all(np.isfinite(got))) and
+        bool(np.allclose(got, want, rtol=1e-3, atol=1e-4 * scale)),
+        "hvp", f"compute H(x) v for x of size {n}", measured=out.get("error") or describe(got),
+        expected="H(x) @ v, as traced under jax.jit")
+    judge_hvp_largest(facts, n)
+    work, limit = int(facts["work"]), HVP_MAX_WORK_FACTOR * int(reference_work)
+    if work > limit:
+        raise _fail(f"hvp does {work} operations for x of size {n}: {work / reference_work:.0f}x the "
+                    f"{reference_work} of forward over reverse on the same function",
+                    f"hvp does the work of the whole Hessian (about n gradients), in pieces no single value of "
+                    f"which is large: a loop over its rows or columns, each trip a forward-over-reverse pass, counted "
+                    f"by its trip count. A Hessian-vector product costs a few gradients (at most "
+                    f"{HVP_MAX_WORK_FACTOR}x the reference here)",
+                    advice + "; one jax.jvp of jax.grad(f) in the direction v, not one per basis vector",
+                    measured=f"{work} operations (elements computed, a matrix product's multiply-adds; loops "
+                             f"counted by their trip counts); forward over reverse {reference_work}",
+                    expected=f"at most {HVP_MAX_WORK_FACTOR} x {reference_work} = {limit}")
 
 
 # --- part B: jacobian -------------------------------------------------------------------------------
@@ -153,7 +213,11 @@ def judge_jacobian_values(got: list[dict], cases: list[dict]) -> None:
 
 
 def judge_jacobian_cost(got: list[dict], truth: list[dict], cases: list[dict]) -> None:
-    """Each case's flops within ``COST_SLACK`` of the cheaper of jacfwd and jacrev, measured live."""
+    """Each case's cost within ``COST_SLACK`` of the cheaper of jacfwd and jacrev, measured live
+    twice, on the program that computed the Jacobian: XLA's flops (the compiled program, dead
+    code dropped, but a loop's body counted once) and the operations its jaxpr does (elements
+    computed, a matrix product's multiply-adds; a loop's body counted once per trip:
+    ``ir.live_work``)."""
     for res, costs, case in zip(got, truth, cases):
         words = _jacobian_words(case)
         if "cost_error" in res:
@@ -170,21 +234,45 @@ def judge_jacobian_cost(got: list[dict], truth: list[dict], cases: list[dict]) -
                         "count it cannot see, so its cost cannot be measured",
                         "jacobian computes in a while loop, whose work XLA's cost analysis counts only once",
                         "compute the Jacobian with jax.jacfwd or jax.jacrev (a loop with a fixed length, "
-                        "lax.map or lax.scan, is counted in full)", measured=f"{res['while_loops']} while loop(s)")
-        best = min(costs["jacfwd"], costs["jacrev"])
-        flops = res["flops"]
-        if flops > COST_SLACK * best:
-            cheaper = "jax.jacrev" if costs["jacrev"] < costs["jacfwd"] else "jax.jacfwd"
-            like = ("jax.jacfwd" if np.isclose(flops, costs["jacfwd"], rtol=0.2) else
-                    "jax.jacrev" if np.isclose(flops, costs["jacrev"], rtol=0.2) else "neither")
-            advice = ("forward mode (jax.jacfwd) computes one column per input: cheap for a tall Jacobian; reverse "
-                      "mode (jax.jacrev) one row per output: cheap for a wide one. Compare the output size "
-                      "(jax.eval_shape(f, x).shape) with the input size and pick")
-            raise _fail(f"for {words}, jacobian costs {flops:.0f} flops; the cheaper mode, {cheaper}, {best:.0f}",
-                        f"for {words}, jacobian costs more than {COST_SLACK}x the cheaper mode ({cheaper}); "
-                        f"its cost is like {like}'s", advice,
-                        measured=f"{flops:.0f} flops (jacfwd {costs['jacfwd']:.0f}, jacrev {costs['jacrev']:.0f})",
-                        expected=f"at most {COST_SLACK} x {best:.0f}")
+                        "lax.map or lax.scan, is counted by its trip count)",
+                        measured=f"{res['while_loops']} while loop(s)")
+        if res.get("uncounted"):
+            raise _fail(f"jacobian's program holds {', '.join(sorted(res['uncounted']))}: its work cannot be counted",
+                        "jacobian computes in a kernel or an opaque call whose work is not in the program",
+                        "compute the Jacobian with jax.jacfwd or jax.jacrev inside the traced program",
+                        measured=str(res["uncounted"]))
+        program = res.get("program") or {"error": "no output"}
+        want = functions.jacobian(case["name"], case["params"], case["x"])
+        got_program = program.get("out")
+        expect_traced_program_computes(
+            isinstance(got_program, np.ndarray) and got_program.shape == want.shape and
+            bool(np.allclose(got_program, want, rtol=1e-5, atol=1e-6)),
+            "jacobian", f"compute the Jacobian for {words}", measured=program.get("error") or describe(got_program),
+            expected="the Jacobian, as traced under jax.jit and compiled")
+        _judge_cost(res["flops"], costs["jacfwd"], costs["jacrev"], words, "flops",
+                    "the flops XLA's cost analysis counts for the compiled program")
+        _judge_cost(res["work"], costs["jacfwd_work"], costs["jacrev_work"], words, "operations",
+                    "the operations its jaxpr does (elements computed, a matrix product's multiply-adds), a loop's "
+                    "body counted once per trip (XLA's cost analysis counts a lax.map or lax.scan body once)")
+
+
+def _judge_cost(cost: float, fwd: float, rev: float, words: str, unit: str, what: str) -> None:
+    """``cost`` within ``COST_SLACK`` of the cheaper of ``fwd`` and ``rev``, in one measure."""
+    best = min(fwd, rev)
+    if cost <= COST_SLACK * best:
+        return
+    cheaper = "jax.jacrev" if rev < fwd else "jax.jacfwd"
+    ratio = [abs(np.log(max(cost, 1.0) / max(mode, 1.0))) for mode in (fwd, rev)]
+    like = "jax.jacfwd" if ratio[0] <= ratio[1] else "jax.jacrev"  # the nearer by ratio
+    advice = ("forward mode (jax.jacfwd) computes one column per input: cheap for a tall Jacobian; reverse "
+              "mode (jax.jacrev) one row per output: cheap for a wide one. Compare the output size "
+              "(jax.eval_shape(f, x).shape) with the input size and pick; a loop over basis vectors costs its "
+              "mode's price, one trip per vector")
+    raise _fail(f"for {words}, jacobian costs {cost:.0f} {unit}; the cheaper mode, {cheaper}, {best:.0f}",
+                f"for {words}, jacobian costs more than {COST_SLACK}x the cheaper mode ({cheaper}), measured as "
+                f"{what}; its cost is nearer {like}'s", advice,
+                measured=f"{cost:.0f} {unit} (jacfwd {fwd:.0f}, jacrev {rev:.0f})",
+                expected=f"at most {COST_SLACK} x {best:.0f}")
 
 
 # --- part C: clip_gradient --------------------------------------------------------------------------
@@ -376,3 +464,28 @@ def judge_softmax_residuals(got: list[dict], cases: list[dict]) -> None:
                     "with jax.custom_vjp, the forward rule returns (y, y): the output, and the output as the only "
                     "residual; the backward rule needs nothing else",
                     measured=f"{count} leaves: {[describe(r) for r in residuals]}", expected="one leaf, equal to y")
+    for res, case in zip(got, cases):
+        _judge_softmax_custom_vjp(res, case)
+
+
+def _judge_softmax_custom_vjp(res: dict, case: dict) -> None:
+    """The residual is the output because softmax is a ``jax.custom_vjp`` whose forward rule keeps
+    it: a ``custom_vjp_call`` in the program of softmax, traced under ``jax.jit``, that computes the
+    softmax.  Plain autodiff of a formulation whose linearisation happens to keep only y (a
+    ``stop_gradient`` construction) is not the custom rule the statement asks for."""
+    advice = ("decorate softmax with @jax.custom_vjp and register (forward, backward) with defvjp: the forward rule "
+              "returns (y, y), the backward rule y * (g - sum(g * y, axis=-1, keepdims=True))")
+    if "jaxpr_error" not in res:
+        traced = (res.get("traced") or {}).get("out")
+        want, _ = reference_softmax(case["x"], case["g"])
+        expect_traced_program_computes(
+            isinstance(traced, np.ndarray) and traced.shape == want.shape and
+            bool(np.allclose(traced, want, rtol=1e-5, atol=1e-7)),
+            "softmax", "compute the softmax", measured=(res.get("traced") or {}).get("error") or describe(traced),
+            expected="the softmax over the last axis, as traced under jax.jit")
+    if "jaxpr_error" in res or not res.get("custom_vjp"):
+        raise _fail("no custom_vjp_call in the jaxpr of softmax",
+                    "softmax's jaxpr holds no custom_vjp_call: its backward pass is JAX's own derivative of how the "
+                    "forward is written, not a jax.custom_vjp rule, even where that derivative keeps only the output",
+                    advice, measured=res.get("jaxpr_error", "no custom_vjp_call"),
+                    expected="a custom_vjp_call (softmax defined with jax.custom_vjp)")

@@ -8,12 +8,15 @@ derivatives).
 
 ``hvp_values(ctx, cases)``
     ``jax.jit(lambda x, v: hvp(f, x, v))`` on each case.
-``hvp_largest(ctx, name, params, n)``
-    the largest value anywhere in the jaxpr of ``hvp(f, x, v)`` at size ``n`` (tracing only).
+``hvp_program(ctx, name, params, x, v)``
+    ``hvp(f, x, v)`` at a large size, traced once under our own ``jax.jit`` and run: the largest
+    value in its jaxpr, the operations it does (loops by their trip counts), the primitives
+    whose work that count cannot see, and what the program computed.
 ``jacobian_values(ctx, cases)``
-    ``jax.jit(lambda x: jacobian(f, x))`` on each case, and the flops XLA's cost analysis counts
-    for that compiled program; host callbacks in its jaxpr (their work is invisible to the cost
-    analysis) are listed.
+    ``jax.jit(lambda x: jacobian(f, x))`` on each case; and, from one trace of it, the flops XLA's
+    cost analysis counts for the compiled program (a loop's body once), the operations the
+    jaxpr does (loops by their trip counts), what that compiled program computes, and the host
+    callbacks and while loops in it (their work is invisible to both counts).
 ``clip_values(ctx, cases)``
     ``clip_gradient(lo, hi, x)``, and ``jax.grad`` of ``sum(w * clip_gradient(lo, hi, x))`` in
     ``x``, called as they are (no jit); ``lo`` and ``hi`` are Python floats.
@@ -26,11 +29,15 @@ derivatives).
     that computes clip_gradient's forward (x itself).
 ``softmax_values(ctx, cases)``
     ``jax.vjp(softmax, x)`` called as it is: the output, the cotangent ``g`` pulled back, and the
-    leaves of the VJP function (what reverse mode keeps for the backward pass); and the output
-    under ``jax.jit``.
+    leaves of the VJP function (what reverse mode keeps for the backward pass); the output under
+    ``jax.jit``; and whether the jaxpr of ``softmax(x)``, traced once under our own ``jax.jit``
+    (``traced_run``), holds a ``custom_vjp_call``, with ``"traced"``, what that very program
+    computed (as for clip_gradient).
 
 In the clean worker (no learner code): ``truth_jacobian_flops(ctx, cases)``, what
-``jax.jacfwd(f)`` and ``jax.jacrev(f)`` cost, each jitted, on the installed JAX and XLA.
+``jax.jacfwd(f)`` and ``jax.jacrev(f)`` cost, each jitted, on the installed JAX and XLA (flops and
+operations counted in their jaxprs); ``truth_hvp_work(ctx, name, params, n)``, the operations
+the reference hvp (forward over reverse) does.
 
 An error of the learner's code is recorded as its first line (a ``NotImplementedError``
 propagates, so the check says "not implemented").  JAX entry points are bound at import,
@@ -49,6 +56,7 @@ from grader.compiles import OPAQUE_PRIMITIVES
 from grader.probes.errors import first_line_or_unimplemented as _first_line
 from grader.probes import module_state
 from grader.probes.generic import traced_run
+from grader.traced_work import HOST_CALLBACK_PRIMITIVES
 
 _snapshot = module_state.snapshot
 _changed = module_state.changed
@@ -58,6 +66,7 @@ _vjp = jax.vjp
 _vmap = jax.vmap
 _jacfwd = jax.jacfwd
 _jacrev = jax.jacrev
+_jvp = jax.jvp
 _make_jaxpr = jax.make_jaxpr
 _device_put = jax.device_put
 _block = jax.block_until_ready
@@ -115,24 +124,81 @@ def hvp_values(ctx, cases: list) -> list:
     return out
 
 
-def hvp_largest(ctx, name: str, params: dict, n: int) -> dict:
-    """The largest value in the jaxpr of ``hvp(f, x, v)`` for x, v of size ``n``."""
+def hvp_program(ctx, name: str, params: dict, x, v) -> dict:
+    """``hvp(f, x, v)`` traced once under our own ``jax.jit`` and run (``traced_run``): the
+    largest value in its jaxpr (``ir.largest_value``: ``elements``, ``aval``, ``avals``), the
+    operations it does with loops counted by their trip counts (``work``,
+    ``ir.live_work``), the primitives whose work that count cannot see
+    (``uncounted``: host callbacks, while loops, kernels), and ``out``, what that very program
+    computed (or ``run_error``)."""
     fn = ctx.function("hvp")
     f = build(name, params)
-    zeros = _device_put(np.zeros(int(n), np.float32))
+    run = traced_run(lambda x, v: fn(f, x, v), _device_put(x), _device_put(v))
+    if run.jaxpr is None:
+        return {"error": _first_line(run.error)}
     try:
-        return ir.largest_value(_make_jaxpr(lambda x, v: fn(f, x, v))(zeros, zeros))
-    except Exception as exc:  # noqa: BLE001
+        facts = ir.largest_value(run.jaxpr)
+        facts["work"] = ir.live_work(run.jaxpr)
+        facts["uncounted"] = _uncounted(ir.primitive_counts(run.jaxpr))
+    except Exception as exc:  # noqa: BLE001 - a primitive of the learner's (ir.ForeignPrimitive)
         return {"error": _first_line(exc)}
+    if run.error is not None:
+        facts["run_error"] = _first_line(run.error)
+    else:
+        facts["out"] = _array(run.outputs)
+    return facts
+
+
+def truth_hvp_work(ctx, name: str, params: dict, n: int) -> int:
+    """The operations the reference hvp, ``jax.jvp(jax.grad(f), (x,), (v,))[1]``, does at size
+    ``n`` (``ir.live_work``): a few gradients' worth."""
+    f = build(name, params)
+    zeros = _device_put(np.zeros(int(n), np.float32))
+    return ir.live_work(_make_jaxpr(lambda x, v: _jvp(_grad(f), (x,), (v,))[1])(zeros, zeros))
+
+
+def _uncounted(counts: dict) -> dict:
+    """The primitives of a program whose work a count of its jaxpr cannot see: host callbacks and
+    opaque calls (their work is not in the program), while loops (their trip count is not) and
+    Pallas kernels (their grid is not counted)."""
+    names = sorted(OPAQUE_PRIMITIVES | set(HOST_CALLBACK_PRIMITIVES) |
+                   {jaxcompat.WHILE_PRIMITIVE, jaxcompat.PALLAS_CALL_PRIMITIVE})
+    return {p: counts[p] for p in names if counts.get(p)}
 
 
 # --- part B: jacobian -------------------------------------------------------------------------------
 
 def _cost(jitted, x) -> dict:
     compiled = _compile(jitted.lower(x))
+    return {"flops": _flops(compiled)}
+
+
+def _flops(compiled) -> float:
     cost = _cost_analysis(compiled)
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-    return {"flops": float(cost.get("flops", 0.0))}
+    return float(cost.get("flops", 0.0))
+
+
+def _measured_program(fn, x) -> dict:
+    """``fn`` traced once under our own ``jax.jit``: from that one trace, the primitives of its
+    jaxpr, the operations it does with loops counted by their trip counts (``work``), XLA's
+    flops for its compiled program (``flops``: XLA counts a loop's body once), and ``program``,
+    what that compiled program computes on ``x`` -- so the cost judged is that of a program that
+    computes the Jacobian.  The program's objects must be the same after compiling as before
+    (``ir.identity``, as ``traced_run`` asks)."""
+    traced = _jit(fn).trace(x)
+    jaxpr = traced.jaxpr
+    before = ir.identity(jaxpr)
+    counts = ir.primitive_counts(jaxpr)
+    res = {"opaque": sorted(p for p in counts if p in OPAQUE_PRIMITIVES),
+           "while_loops": counts.get(jaxcompat.WHILE_PRIMITIVE, 0),  # XLA counts one trip of a loop it cannot bound
+           "uncounted": _uncounted(counts), "work": ir.live_work(jaxpr)}
+    compiled = _compile(traced.lower())
+    res["flops"] = _flops(compiled)
+    res["program"] = _attempt(compiled, x)
+    if traced.jaxpr is not jaxpr or ir.identity(jaxpr) != before:
+        res["program"] = {"error": "the traced program was rewritten in place while JAX compiled it"}
+    return res
 
 
 def jacobian_values(ctx, cases: list) -> list:
@@ -140,15 +206,11 @@ def jacobian_values(ctx, cases: list) -> list:
     out = []
     for c in cases:
         f = build(c["name"], c["params"])
-        jitted = _jit(lambda x, f=f: fn(f, x))
         x = _device_put(c["x"])
-        res = _attempt(jitted, x)
+        res = _attempt(_jit(lambda x, f=f: fn(f, x)), x)
         if "out" in res:
             try:
-                counts = ir.primitive_counts(_make_jaxpr(lambda x, f=f: fn(f, x))(x))
-                res["opaque"] = sorted(p for p in counts if p in OPAQUE_PRIMITIVES)
-                res["while_loops"] = counts.get("while", 0)  # XLA counts one trip of a loop it cannot bound
-                res.update(_cost(jitted, x))
+                res.update(_measured_program(lambda x, f=f: fn(f, x), x))
             except Exception as exc:  # noqa: BLE001
                 res["cost_error"] = _first_line(exc)
         out.append(res)
@@ -156,11 +218,14 @@ def jacobian_values(ctx, cases: list) -> list:
 
 
 def truth_jacobian_flops(ctx, cases: list) -> list:
-    """XLA's flops for ``jax.jit(jax.jacfwd(f))`` and ``jax.jit(jax.jacrev(f))`` on each case."""
+    """XLA's flops for ``jax.jit(jax.jacfwd(f))`` and ``jax.jit(jax.jacrev(f))`` on each case, and
+    the operations each does (``jacfwd_work``, ``jacrev_work``: ``ir.live_work``)."""
     out = []
     for c in cases:
         f, x = build(c["name"], c["params"]), _device_put(c["x"])
-        out.append({"jacfwd": _cost(_jit(_jacfwd(f)), x)["flops"], "jacrev": _cost(_jit(_jacrev(f)), x)["flops"]})
+        out.append({"jacfwd": _cost(_jit(_jacfwd(f)), x)["flops"], "jacrev": _cost(_jit(_jacrev(f)), x)["flops"],
+                    "jacfwd_work": ir.live_work(_make_jaxpr(_jacfwd(f))(x)),
+                    "jacrev_work": ir.live_work(_make_jaxpr(_jacrev(f))(x))})
     return out
 
 
@@ -220,8 +285,28 @@ def softmax_values(ctx, cases: list) -> list:
         except Exception as exc:  # noqa: BLE001
             res["error"] = _first_line(exc)
         res["jit"] = _attempt(_jit(fn), x)
+        res.update(_custom_vjp_facts(fn, x))
         out.append(res)
     changed = _changed(before, _snapshot(ctx.module))[:20]
     for res in out:
         res["state_changed"] = changed
     return out
+
+
+def _custom_vjp_facts(fn, x) -> dict:
+    """Whether ``fn``'s program, traced once under our own ``jax.jit``, holds a ``custom_vjp_call``
+    (``custom_vjp``), and what that very program computed (``traced``), or why it could not be
+    traced (``jaxpr_error``)."""
+    run = traced_run(fn, x)
+    res: dict = {}
+    if run.jaxpr is not None:
+        try:
+            counts = ir.primitive_counts(run.jaxpr)
+            res["custom_vjp"] = any(counts.get(p, 0) for p in _CUSTOM_VJP)
+        except Exception as exc:  # noqa: BLE001 - a primitive of the learner's (ir.ForeignPrimitive)
+            return {"jaxpr_error": _first_line(exc)}
+    if run.error is not None:
+        res["jaxpr_error"] = _first_line(run.error)
+    else:
+        res["traced"] = _array(run.outputs)
+    return res
