@@ -34,10 +34,10 @@ CONSTRUCTS = ("reduce_short", "reduce_full", "case", "while", "call", "where", "
 # schedules after the ROOT line of the optimized ENTRY when the function returns one array
 # (a reader that stops at ROOT misses it).  The checks confirm it sits there (``AFTER_ROOT``).
 SIDE_EFFECT = "side_effect"
-SIDE_EFFECT_BODIES = (
-    'v = x\n{s1}\njax.debug.print("v: {{}}", jnp.cos(v) + {c})\n{s2}',
+SIDE_EFFECT_BODIES = (  # the print last: before XLA's passes too, it sits after ROOT (``HLO_AFTER_ROOT``)
+    'v = x\n{s1}\n{s2}\njax.debug.print("v: {{}}", jnp.cos(v) + {c})',
     'v = x\n{s1}\n{s2}\njax.debug.print("v: {{}}", jnp.sum(v * {c}))',
-    'v = x\njax.debug.print("x: {{}}", jnp.sum(x) + {c})\n{s1}\n{s2}',
+    'v = x\n{s1}\n{s2}\njax.debug.print("x: {{}}", jnp.sum(x) + {c})',
 )
 
 
@@ -189,6 +189,7 @@ WHAT = ("a function written at grading time (reductions, sort, cond, loops, nest
 
 
 AFTER_ROOT = "an instruction after the optimized ENTRY's ROOT line"
+HLO_AFTER_ROOT = "an instruction after a ROOT line of the module before XLA's passes"
 
 
 def judge_functions(submission, truth, rng, check, keys):
@@ -197,6 +198,8 @@ def judge_functions(submission, truth, rng, check, keys):
     rights = [truth.probe("ex09_lowering:truth_stats", source, "f", specs) for source, specs, _ in drawn]
     if check == "optimized_entry_counts":  # the side effect must really sit after ROOT in this JAX
         ensure(check, {AFTER_ROOT}, {AFTER_ROOT} if any(r["entry_after_root"] for r in rights) else set())
+    if check == "hlo_opcode_counts":  # ... and before XLA's passes, after some computation's ROOT
+        ensure(check, {HLO_AFTER_ROOT}, {HLO_AFTER_ROOT} if any(r["module_after_root"] for r in rights) else set())
     for (source, specs, _), right in zip(drawn, rights):
         got = submission.probe("ex09_lowering:stats_in_source", source, "f", specs)
         for key in keys:

@@ -78,6 +78,10 @@ def _explain(key: str, mine, truth: dict) -> str:
     if key == "hlo_opcodes" and mine == mistakes["hlo_entry_only"] != right:
         return ("you counted only the ENTRY computation; this count covers every computation of the module "
                 "(called functions, reduction bodies, loop bodies, branches)")
+    if key == "hlo_opcodes" and mine == mistakes.get("hlo_to_root") != right:
+        return ("you stopped reading a computation at its ROOT line; instructions can follow it (a jax.debug.print "
+                "of the last value computed, and what it prints, come after ROOT): read each computation to its "
+                "closing `}`")
     if key == "optimized_entry_opcodes":
         if mine == mistakes["optimized_whole_module"] != right:
             return "you counted every computation of the optimized module; this count is of ENTRY alone"

@@ -124,6 +124,7 @@ def truth_stats(ctx, source: str, fn_name: str, arg_specs: list) -> dict:
     compiled = lowered.compile()
     after = xs.optimized_module(compiled)
     after_root = set(xs.entry_names_after_root(compiled.as_text()))
+    before_after_root = set(xs.names_after_root(lowered.as_text(dialect="hlo")))
     return {
         "jaxpr_eqns": len(closed.jaxpr.eqns),
         "stablehlo_ops": xs.stablehlo_op_counts(lowered),
@@ -137,10 +138,13 @@ def truth_stats(ctx, source: str, fn_name: str, arg_specs: list) -> dict:
             "optimized_entry_but_fused": _entry_but_fused(after),
             "optimized_entry_to_root": ir.tally((i.opcode for i in after.entry().instructions
                                                     if i.name not in after_root)),
+            "hlo_to_root": ir.tally(i.opcode for i in before.instructions() if i.name not in before_after_root),
         },
         # not a count: how many instructions the printed ENTRY holds after its ROOT line (a
         # coverage guard: the draw must show a reader that stops at ROOT)
         "entry_after_root": len(after_root),
+        # likewise, every computation of the module before XLA's passes (hlo_opcode_counts' guard)
+        "module_after_root": len(before_after_root),
     }
 
 
