@@ -493,7 +493,7 @@ def _apply_requirements(ex: Exercise, checks: list[CheckResult]) -> list[CheckRe
             result = dataclasses.replace(
                 result, status=BLOCKED, score=0,
                 message=f"this check's own test passed, but it scores only once {first} passes: what it measures "
-                        f"counts only in a function that computes the right thing",
+                        f"counts only where that holds",
                 hint=f"fix `{missing[0]}` first",
             )
         elif missing and result.status == FAILED:
