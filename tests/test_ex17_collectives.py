@@ -142,7 +142,31 @@ def test_fsdp_judges_catch_the_usual_mistakes():
     mesh_shape = (2, 4)
     arrays, result = _fsdp(mesh_shape, fsdp_mlp=lambda mesh, x, w1, w2: jax.nn.relu(x @ w1) @ w2)
     judges.judge_fsdp_numerics(result, arrays, mesh_shape, "here")
-    with pytest.raises(CheckFailed, match="all-reduce"):  # never gathered: Shardy picks other layouts
+    with pytest.raises(CheckFailed, match="with_sharding_constraint"):  # never gathered: no constraint
+        judges.judge_fsdp_gathers(result, mesh_shape, "here")
+
+    def by_hand(mesh, x, w1, w2):  # the same all-gathers, written in a shard_map: not the constraint asked for
+        def body(xb, w1b, w2b):
+            whole = [jax.lax.all_gather(w, "data", axis=0, tiled=True) for w in (w1b, w2b)]
+            return jax.nn.relu(xb @ whole[0]) @ whole[1]
+
+        rows = P("data", None)
+        return jax.shard_map(body, mesh=mesh, in_specs=(rows, rows, rows), out_specs=rows)(x, w1, w2)
+
+    arrays, result = _fsdp(mesh_shape, fsdp_mlp=by_hand)
+    judges.judge_fsdp_numerics(result, arrays, mesh_shape, "here")
+    assert "all-gather" in judges.collective_counts(result["hlo"]) and result["constrained"] == []
+    with pytest.raises(CheckFailed, match="does not gather w1 and w2 with with_sharding_constraint"):
+        judges.judge_fsdp_gathers(result, mesh_shape, "here")
+
+    def megatron_again(mesh, x, w1, w2):  # constrained, but to Megatron's layout: other collectives
+        w1 = jax.lax.with_sharding_constraint(w1, NamedSharding(mesh, P(None, "model")))
+        w2 = jax.lax.with_sharding_constraint(w2, NamedSharding(mesh, P("model", None)))
+        return jax.nn.relu(x @ w1) @ w2
+
+    arrays, result = _fsdp(mesh_shape, fsdp_mlp=megatron_again)
+    assert result["constrained"] == ["w1", "w2"]
+    with pytest.raises(CheckFailed, match="holds"):
         judges.judge_fsdp_gathers(result, mesh_shape, "here")
     arrays, result = _fsdp(mesh_shape, fsdp_specs=lambda: {"x": P(), "w1": P("model", None), "w2": P("data", None)})
     with pytest.raises(CheckFailed) as err:

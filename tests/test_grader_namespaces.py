@@ -149,6 +149,7 @@ def test_the_real_graders_modules_are_watched_with_its_probes():
 #: beside learner code keep no cache between requests -- a jitted wrapper of the learner's
 #: function is made afresh for each request).
 ALLOWED_CONTAINERS = {
+    ("grader.probes.module_state", "_sys_modules"): "sys.modules itself, bound before learner code: read, never written",
     ("grader.probes.fingerprint", "_NAMESPACE"): "names the compare spec's fixed sources run with",
     ("grader.probes.fingerprint", "_KINDS"): "the measurement kinds (grade compare, no verdict)",
     ("grader.probes.fingerprint", "_names_cache"): "grade compare's learner-name lookup (no verdict)",
