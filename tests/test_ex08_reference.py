@@ -267,15 +267,28 @@ def test_masks_made_from_one_another_repeat_in_pairs_and_independent_ones_do_not
 
 
 def test_a_loss_that_several_pairs_of_masks_give_is_no_evidence_of_dependence():
-    """Where the losses cannot tell two pairs of masks apart (they agree within the tolerance), a
-    loss names a set of pairs: keys that drew different, independent masks name the same set, so
-    such losses are left out rather than counted as the same pair drawn again (honest files with
-    a split key, a chained split or fold_in were accused at some seeds)."""
+    """Where the losses cannot tell pairs of masks apart (here: the first layer's unit 0 changes
+    nothing), a loss names a set of pairs, which independent keys name more often than any one
+    pair: the chance is counted over those sets (``match_chance``), not as if each loss named one
+    pair (honest files with a split key, a chained split or fold_in were accused at some seeds).
+    Masks made from one another still repeat far beyond it."""
+    from grader.feedback import CheckFailed
+
     width, rate, n = 5, 0.45, 32
     rng = np.random.default_rng(11)
-    a, b = rng.integers(0, 2 ** width, n), rng.integers(0, 2 ** width, n)
-    # half the keys' losses are ambiguous: each names its own pair and the pair one unit away
-    ids = [frozenset({(int(x), int(y)), (int(x) ^ 1, int(y))}) if k % 2 else frozenset({(int(x), int(y))})
-           for k, (x, y) in enumerate(zip(a, b))]
-    ambiguous_alike = [frozenset({(0, 0), (1, 0)})] * (n // 2) + ids[n // 2:]
-    ref.judge_masks_independent(ambiguous_alike, rate, width, "layers")  # 16 keys naming one set of pairs: no accusation
+    size = 2 ** width
+    base = rng.normal(size=(size, size))
+    candidates = base[np.arange(size) | (1 << (width - 1))]  # mask i and i with unit 0 kept: one loss
+
+    def draw(k):
+        return (rng.random((k, width)) >= rate) @ (1 << np.arange(width - 1, -1, -1))
+
+    for _ in range(50):  # independent draws: never accused
+        losses = candidates[draw(n), draw(n)]
+        ref.judge_masks_independent(ref.mask_pair_ids(candidates, losses, "layers"), rate, width, "layers", candidates)
+    first = draw(n)
+    rolled = ((first << 1) | (first >> (width - 1))) & (size - 1)  # the second layer's mask: the first, rotated
+    with pytest.raises(CheckFailed, match="not drawn independently"):
+        ref.judge_masks_independent(ref.mask_pair_ids(candidates, candidates[first, rolled], "layers"), rate, width,
+                                    "layers", candidates)
+    assert ref.match_chance(candidates, rate) > 1.5 * (((1 - rate) ** 2 + rate ** 2) ** width) ** 2

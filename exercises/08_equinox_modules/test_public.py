@@ -161,4 +161,4 @@ def test_dropout_keys_small(submission):
         losses = [ref.as_float(v, "loss_fn(model, xs, ys, key)") for v in out["losses"]]
         candidates = ref.pair_losses(layers, "tanh", 0.5, x[0], y[0], between)
         ref.judge_masks_differ(ref.mask_pairs(candidates, losses), 0.5, sizes[1], between)
-        ref.judge_masks_independent(ref.mask_pair_ids(candidates, losses, between), 0.5, sizes[1], between)
+        ref.judge_masks_independent(ref.mask_pair_ids(candidates, losses, between), 0.5, sizes[1], between, candidates)

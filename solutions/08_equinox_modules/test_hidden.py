@@ -330,7 +330,7 @@ def judge_dropout_keys(submission, sizes, rate, seed, x, y, keys, between):
     losses = [ref.as_float(v, "loss_fn(model, xs, ys, key)") for v in out["losses"]]
     candidates = ref.pair_losses(layers, "tanh", rate, x[0], y[0], between)
     ref.judge_masks_differ(ref.mask_pairs(candidates, losses), rate, sizes[1], between)
-    ref.judge_masks_independent(ref.mask_pair_ids(candidates, losses, between), rate, sizes[1], between)
+    ref.judge_masks_independent(ref.mask_pair_ids(candidates, losses, between), rate, sizes[1], between, candidates)
 
 
 def test_dropout_keys_independent(submission, archs, rng):

@@ -256,22 +256,73 @@ def mask_pair_ids(candidates: np.ndarray, losses, between: str, rtol: float = 2e
     return out
 
 
-def judge_masks_independent(ids: list, rate: float, width: int, between: str) -> None:
+#: A set of pairs of masks more likely than this under independent draws is left out of the count
+#: of repeats: its repeats follow a binomial far wider than the Poisson law the count is judged
+#: by (a second layer whose units are all dropped makes every first mask give one loss, and ten
+#: keys of 32 naming that set is rare, not impossible), and masks made from one another show in
+#: the many light sets anyway.
+LIGHT = 0.02
+
+
+def _mask_chances(candidates: np.ndarray, rate: float) -> np.ndarray:
+    """The chance of each pair of masks ``(i, j)`` of ``candidates`` (masks enumerated as
+    ``itertools.product((0, 1), repeat=width)``: bit set = unit kept), each unit kept with
+    probability ``1 - rate`` independently."""
+    masks = candidates.shape[0]
+    width = int(masks).bit_length() - 1
+    kept = np.array([bin(i).count("1") for i in range(masks)], dtype=np.float64)
+    one = (1.0 - rate) ** kept * rate ** (width - kept)
+    return np.outer(one, one)
+
+
+def match_chance(candidates: np.ndarray, rate: float, rtol: float = 2e-5, light: float = LIGHT) -> float:
+    """The chance that two keys drawing their masks independently give losses that name the same
+    light set of pairs of masks (``mask_pair_ids``; a set no likelier than ``light``): the sum,
+    over every pair of masks in a light set, of its chance times the chance of the pairs whose
+    losses agree with its own within the tolerance.  With distinct losses this is ``sum
+    P(pair)**2``; where the losses cannot tell several pairs apart, those pairs count as one,
+    as ``mask_pair_ids`` does."""
+    values, chances = candidates.ravel(), _mask_chances(candidates, rate).ravel()
+    order = np.argsort(values, kind="stable")
+    values, chances = values[order], chances[order]
+    total = np.concatenate([[0.0], np.cumsum(chances)])
+    reach = 1e-9 + rtol * np.abs(values)
+    lo, hi = np.searchsorted(values, values - reach, side="left"), np.searchsorted(values, values + reach, side="right")
+    window = total[hi] - total[lo]
+    return float(np.sum(np.where(window <= light, chances * window, 0.0)))
+
+
+def id_chance(pair_id, candidates: np.ndarray, rate: float, between: str) -> float:
+    """The chance, under independent draws, of the set of pairs one loss names (for "examples",
+    whose ids hold unordered pairs, a pair stands for both orders)."""
+    chances = _mask_chances(candidates, rate)
+    both = between == "examples"
+    return float(sum(chances[i, j] + (chances[j, i] if both and i != j else 0.0) for i, j in pair_id))
+
+
+def judge_masks_independent(ids: list, rate: float, width: int, between: str,
+                            candidates: np.ndarray | None = None) -> None:
     """Two masks drawn from keys of their own are independent, so two keys give the same PAIR
     of masks only as often as chance says (about C(n, 2) * q**2, q the chance that two draws of
     one mask agree); when one mask is made from the other (the same draw rotated, flipped,
     shuffled) the pair repeats whenever the first mask does, C(n, 2) * q times.  Fails when so
-    many keys repeat a pair that chance gives it less than once in a million.  Only losses that
-    name exactly one pair count: a loss that several pairs give (within the tolerance) names a set
-    of pairs, and two keys naming one set need not have drawn the same masks -- counting those
-    accused independent draws (their collisions are no longer bounded by q**2)."""
+    many keys repeat a pair that chance gives it less than once in a million.  ``candidates``
+    (the losses of every pair of masks): the chance is then ``match_chance``, which counts
+    pairs whose losses cannot be told apart as one -- honest keys naming one such set of
+    pairs were counted as repeats against the smaller q**2, and accused."""
     import math
 
-    seen = [i for i in ids if i is not None and len(i) == 1]
+    seen = [i for i in ids if i is not None]
     n = len(seen)
-    collisions = sum(1 for a in range(n) for b in range(a + 1, n) if seen[a] == seen[b])
-    q = ((1.0 - rate) ** 2 + rate ** 2) ** width
-    expected = n * (n - 1) / 2 * q * q * (2.0 if between == "examples" else 1.0)
+    if candidates is not None:  # heavy sets left out (LIGHT), on both sides of the comparison
+        seen = [i for i in seen if id_chance(i, candidates, rate, between) <= LIGHT]
+    collisions = sum(1 for a in range(len(seen)) for b in range(a + 1, len(seen)) if seen[a] == seen[b])
+    if candidates is not None:
+        chance = match_chance(candidates, rate)
+    else:
+        q = ((1.0 - rate) ** 2 + rate ** 2) ** width
+        chance = q * q * (2.0 if between == "examples" else 1.0)
+    expected = n * (n - 1) / 2 * chance
     tail = 1.0 - sum(math.exp(-expected) * expected ** k / math.factorial(k) for k in range(collisions))
     if collisions >= 3 and tail < 1e-6:
         what = {"layers": ("the two hidden layers' masks", "hidden layer",
