@@ -98,23 +98,29 @@ def walk_equations(jaxpr):
                 stack.append(_inner(sub))
 
 
+def _trips(jaxpr):
+    """Every equation of ``jaxpr`` and its sub-jaxprs with how many times it runs per run of
+    ``jaxpr`` -- the product of the lengths of the ``scan``s it sits in -- and whether it sits in
+    a ``while`` loop (whose trip count the program does not state: counted once):
+    ``(equation, primitive name, times, in_while)``."""
+    stack = [(_inner(jaxpr), 1, False)]
+    while stack:
+        j, times, looped = stack.pop()
+        for eqn in j.eqns:
+            name = primitive_name(eqn.primitive)  # a primitive of the learner's: ForeignPrimitive
+            yield eqn, name, times, looped
+            inner = times * max(int(eqn.params.get("length", 1)), 1) if name == "scan" else times
+            for sub in jaxcompat.jaxprs_in_params(eqn.params):
+                stack.append((_inner(sub), inner, looped or name == "while"))
+
+
 def elements_computed(jaxpr) -> int:
     """How many elements the equations of ``jaxpr`` compute when it runs: each equation's
     outputs' elements, times the length of every ``scan`` it sits in (a while loop's body
     counts once: its trip count is not in the program; every branch of a ``cond`` counts).
     A measure of a program's work, to tell a program that does a computation from a token
     one compiled beside it (``grader.traced_work.expect_compiled_work``)."""
-    total = 0
-    stack = [(_inner(jaxpr), 1)]
-    while stack:
-        j, times = stack.pop()
-        for eqn in j.eqns:
-            name = primitive_name(eqn.primitive)  # a primitive of the learner's: ForeignPrimitive
-            total += times * sum(_elements(v) for v in eqn.outvars)
-            inner_times = times * max(int(eqn.params.get("length", 1)), 1) if name == "scan" else times
-            for sub in jaxcompat.jaxprs_in_params(eqn.params):
-                stack.append((_inner(sub), inner_times))
-    return total
+    return sum(times * sum(_elements(v) for v in eqn.outvars) for eqn, _, times, _ in _trips(jaxpr))
 
 
 #: Primitives that move, reshape or re-type a value without computing anything from it.
@@ -443,17 +449,10 @@ def shard_map_matmul_flops(jaxpr) -> dict:
     for eqn in walk_equations(jaxpr):
         if primitive_name(eqn.primitive) != jaxcompat.SHARD_MAP_PRIMITIVE:
             continue
-        stack = [(_inner(eqn.params["jaxpr"]), 1, False)]
-        while stack:
-            j, times, looped = stack.pop()
-            for inner in j.eqns:
-                name = primitive_name(inner.primitive)
-                if name == "dot_general":
-                    flops += times * _matmul_flops(inner)
-                    in_while += looped
-                trips = times * max(int(inner.params.get("length", 1)), 1) if name == "scan" else times
-                for sub in jaxcompat.jaxprs_in_params(inner.params):
-                    stack.append((_inner(sub), trips, looped or name == "while"))
+        for inner, name, times, looped in _trips(eqn.params["jaxpr"]):
+            if name == "dot_general":
+                flops += times * _matmul_flops(inner)
+                in_while += looped
     return {"flops": flops, "in_while": in_while}
 
 

@@ -129,7 +129,7 @@ def fingerprint(value, owner: str, budget: _Budget | None = None, depth: int = 0
     if own is None:
         inside = _builtin_contents(value, t)
         if inside is None:
-            wrapped = _wrapped_function(value, t)
+            wrapped = _wrapped_function(value)
             if wrapped is not None:  # jax.jit's or lru_cache's wrapper: the learner's function inside
                 return ("wrapper", t.__name__, id(value), fingerprint(wrapped, owner, budget, depth + 1))
             return ("id", t.__name__, id(value))
@@ -160,18 +160,12 @@ def _function_picture(fn, owner: str, budget: _Budget, depth: int):
     return ("function", id(fn), tuple((k, fingerprint(v, owner, budget, depth + 1)) for k, v in attrs), tuple(cells))
 
 
-def _wrapped_function(value, t):
+def _wrapped_function(value):
     """The function a library wrapper holds as ``__wrapped__`` in its own ``__dict__`` (read
     through the interpreter's descriptor, never by attribute lookup), or None."""
-    for klass in type.__dict__["__mro__"].__get__(t, type):
-        desc = type.__dict__["__dict__"].__get__(klass, type).get("__dict__")
-        if desc is not None:
-            if type(desc) is not _GETSET:
-                return None
-            inside = desc.__get__(value, t)
-            wrapped = dict.get(inside, "__wrapped__") if type(inside) is dict else None
-            return wrapped if type(wrapped) is _FUNCTION else None
-    return None
+    inside = _instance_dict(value)
+    wrapped = dict.get(inside, "__wrapped__") if type(inside) is dict else None
+    return wrapped if type(wrapped) is _FUNCTION else None
 
 
 def _module_picture(module, depth: int, keep: list):
@@ -226,7 +220,7 @@ def _imported_names(namespace: dict, owner: str) -> set:
     included): a module imported inside a function (``import json``) is named there, though no
     global holds it."""
     names: set = set()
-    functions = [v if type(v) is _FUNCTION else _wrapped_function(v, type(v)) for v in list(dict.values(namespace))
+    functions = [v if type(v) is _FUNCTION else _wrapped_function(v) for v in list(dict.values(namespace))
                  if type(v) is not _MODULE and type(v) not in _SCALARS]  # jax.jit's wrapper: the function inside
     codes = [_function_code(f) for f in functions
              if type(f) is _FUNCTION and dict.get(_function_globals(f), "__name__") == owner]

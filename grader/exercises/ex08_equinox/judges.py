@@ -275,14 +275,16 @@ def _mask_chances(candidates: np.ndarray, rate: float) -> np.ndarray:
     return np.outer(one, one)
 
 
-def match_chance(candidates: np.ndarray, rate: float, rtol: float = 2e-5, light: float = LIGHT) -> float:
+def match_chance(candidates: np.ndarray, rate: float, rtol: float = 2e-5, light: float = LIGHT,
+                 chances: np.ndarray | None = None) -> float:
     """The chance that two keys drawing their masks independently give losses that name the same
     light set of pairs of masks (``mask_pair_ids``; a set no likelier than ``light``): the sum,
     over every pair of masks in a light set, of its chance times the chance of the pairs whose
     losses agree with its own within the tolerance.  With distinct losses this is ``sum
     P(pair)**2``; where the losses cannot tell several pairs apart, those pairs count as one,
     as ``mask_pair_ids`` does."""
-    values, chances = candidates.ravel(), _mask_chances(candidates, rate).ravel()
+    chances = _mask_chances(candidates, rate) if chances is None else chances
+    values, chances = candidates.ravel(), chances.ravel()
     order = np.argsort(values, kind="stable")
     values, chances = values[order], chances[order]
     total = np.concatenate([[0.0], np.cumsum(chances)])
@@ -292,10 +294,10 @@ def match_chance(candidates: np.ndarray, rate: float, rtol: float = 2e-5, light:
     return float(np.sum(np.where(window <= light, chances * window, 0.0)))
 
 
-def id_chance(pair_id, candidates: np.ndarray, rate: float, between: str) -> float:
-    """The chance, under independent draws, of the set of pairs one loss names (for "examples",
-    whose ids hold unordered pairs, a pair stands for both orders)."""
-    chances = _mask_chances(candidates, rate)
+def id_chance(pair_id, chances: np.ndarray, between: str) -> float:
+    """The chance, under independent draws, of the set of pairs one loss names (``chances``:
+    ``_mask_chances``; for "examples", whose ids hold unordered pairs, a pair stands for both
+    orders)."""
     both = between == "examples"
     return float(sum(chances[i, j] + (chances[j, i] if both and i != j else 0.0) for i, j in pair_id))
 
@@ -315,13 +317,13 @@ def judge_masks_independent(ids: list, rate: float, width: int, between: str,
     seen = [i for i in ids if i is not None]
     n = len(seen)
     if candidates is not None:  # heavy sets left out (LIGHT), on both sides of the comparison
-        seen = [i for i in seen if id_chance(i, candidates, rate, between) <= LIGHT]
-    collisions = sum(1 for a in range(len(seen)) for b in range(a + 1, len(seen)) if seen[a] == seen[b])
-    if candidates is not None:
-        chance = match_chance(candidates, rate)
+        chances = _mask_chances(candidates, rate)  # once: 4**width pairs
+        seen = [i for i in seen if id_chance(i, chances, between) <= LIGHT]
+        chance = match_chance(candidates, rate, chances=chances)
     else:
         q = ((1.0 - rate) ** 2 + rate ** 2) ** width
         chance = q * q * (2.0 if between == "examples" else 1.0)
+    collisions = sum(1 for a in range(len(seen)) for b in range(a + 1, len(seen)) if seen[a] == seen[b])
     expected = n * (n - 1) / 2 * chance
     tail = 1.0 - sum(math.exp(-expected) * expected ** k / math.factorial(k) for k in range(collisions))
     if collisions >= 3 and tail < 1e-6:

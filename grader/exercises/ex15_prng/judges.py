@@ -496,10 +496,6 @@ def judge_epoch_kinds(typed: dict, legacy: dict) -> None:
                     "numbers")
 
 
-def _equal_masks(masks: list[np.ndarray], other: list[np.ndarray]) -> list[tuple[int, int]]:
-    return [(i, j) for i, a in enumerate(masks) for j, b in enumerate(other) if np.array_equal(a, b)]
-
-
 def _nested_pairs(masks: list[np.ndarray], other: list[np.ndarray], *, within: bool) -> tuple[list, int]:
     """Every pair of masks, one of ``masks`` and one of ``other`` (``within``: one list, each pair
     once), in every pair of layouts: ``(chance, (i, j))`` for those nested, and the number of
