@@ -79,6 +79,53 @@ def test_the_probe_sees_whether_benchmark_compiled_fn():
     assert "learner_again" in seen["heavy"] and "learner_again" not in seen["light"]
 
 
+def test_the_probe_counts_only_real_runs_of_the_counted_copy():
+    """The heavy workload's second copy records each run in its program: a compiled run, a
+    jitted wrapper's or an eager call's record counts; a benchmark that compiles but never
+    runs fn, or one that makes records up (the right type, the wrong bytes), counts 0."""
+    class Ctx:
+        def __init__(self, fn):
+            self.fn = fn
+
+        def function(self, name):
+            return self.fn
+
+    def runs_each(fn, *args, repeats=5):
+        compiled = jax.jit(fn).lower(*args).compile()
+        jax.block_until_ready(compiled(*args))
+        for _ in range(repeats):
+            jax.block_until_ready(compiled(*args))
+        return 0.05, 0.001
+
+    def wrapper_and_eager(fn, *args, repeats=5):
+        jitted = jax.jit(lambda *a: fn(*a))
+        for _ in range(repeats):
+            jax.block_until_ready(jitted(*args))
+        jax.block_until_ready(fn(*args))
+        return 0.05, 0.001
+
+    def compiles_only(fn, *args, repeats=5):
+        jax.jit(fn).lower(*args).compile()
+        return 0.05, 0.001
+
+    def forges_records(fn, *args, repeats=5):
+        jax.jit(fn).lower(*args).compile()
+        for cell in fn.__closure__ or ():  # the record list, reached through the closure
+            if isinstance(cell.cell_contents, list):
+                cell.cell_contents.extend([b"\0" * 64] * repeats)
+        return 0.05, 0.001
+
+    sizes = {"light": 8, "heavy": 16}
+    want = {runs_each: 4, wrapper_and_eager: 4, compiles_only: 0, forges_records: 0}
+    for bench, runs in want.items():
+        seen = probe.benchmark_against_probe(Ctx(bench), sizes, 1, 0, {"heavy": 3})
+        assert seen["heavy"]["runs_again"] == runs, bench
+        assert "runs_again" not in seen["light"]
+        problems = codes(ref.unmeasured(seen))
+        assert ("not_run" in problems) == (runs < 3), bench
+        assert "not_run" not in codes(ref.unmeasured(seen, runs=False))
+
+
 def codes(problems):
     return [code for code, _ in problems]
 

@@ -68,6 +68,8 @@ def test_benchmark_small(submission):
                           hint={"not_measured": "benchmark returned times without lowering and compiling fn: "
                                                 "compile jax.jit(fn) for these arguments inside benchmark, then "
                                                 "time its runs",
+                                "not_run": "run the compiled fn once per timed call, `repeats` calls after a warm-up, "
+                                           "and return the median of what you measured",
                                 "no_block": "block on every timed call: jax.block_until_ready(out)",
                                 "total": "return the median (or minimum) of the per-call times, not their sum",
                                 "compile_in_run": "warm up (and compile) before timing the runs",

@@ -196,6 +196,10 @@ def test_run_time_honest(timing):
         diagnosis, advice = {
             "not_measured": ("benchmark returned times without compiling fn: nothing it reports was measured",
                              "compile jax.jit(fn) for these arguments inside benchmark, then time its runs"),
+            "not_run": ("benchmark returned a run time without running the compiled fn once per timed call: "
+                        "the grader counts fn's runs, and fewer happened than `repeats`",
+                        "call the compiled function `repeats` times after the warm-up, time each call (blocking on "
+                        "its result), and return the median of what you measured"),
             "no_block": ("your run time is far below what one call takes: the clock stopped before the result "
                          "was ready (JAX dispatches asynchronously)",
                          "wait for each timed call: jax.block_until_ready(compiled(*args)) inside the timed region"),

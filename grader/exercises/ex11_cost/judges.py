@@ -128,23 +128,31 @@ def _ms(s: float) -> str:
     return f"{s * 1e3:.3g} ms"
 
 
-def unmeasured(timing: dict) -> list[tuple[str, str]]:
+def unmeasured(timing: dict, runs: bool = True) -> list[tuple[str, str]]:
     """('not_measured', text) for each workload ``benchmark`` returned times for without
-    lowering and compiling ``fn`` (JAX's own caches, read by the probe around the call):
-    numbers that may look right, but measured nothing."""
+    lowering and compiling ``fn`` (JAX's own caches, read by the probe around the call), or,
+    on the heavy workload's second copy, without running the compiled ``fn`` once per timed
+    call (its runs, recorded by the program itself: ``probes._runs``): numbers that may look right, but
+    measured nothing."""
     out = []
     for label in ("light", "heavy"):
-        evidence = timing[label].get("evidence") or {}
+        entry = timing[label]
+        evidence = entry.get("evidence") or {}
         if not evidence.get("lowered") or not int(evidence.get("compiles", 0)):
             out.append(("not_measured", f"{label} workload: fn was {'' if evidence.get('lowered') else 'never lowered, '}"
                                         f"{int(evidence.get('compiles', 0))} compilation(s) during benchmark(fn, ...)"))
+        # the heavy workload's second copy counts its runs (a host callback): each timed call runs it
+        ran, repeats = entry.get("runs_again"), entry.get("repeats_again")
+        if runs and ran is not None and repeats is not None and int(ran) < int(repeats):
+            out.append(("not_run", f"{label} workload: fn ran {int(ran)} time(s) during benchmark(fn, x, w, "
+                                   f"repeats={int(repeats)}); each of the {int(repeats)} timed calls runs it"))
     return out
 
 
 def compile_problems(timing: dict) -> list[tuple[str, str]]:
     """(code, text) for each workload whose compile time is out of bounds; codes: 'low',
     'high', and 'not_measured' (``unmeasured``)."""
-    out = unmeasured(timing)
+    out = unmeasured(timing, runs=False)
     for label in ("light", "heavy"):
         compile_s, _ = read_timing(timing[label]["learner"])
         compiles, _ = _probe(timing[label])
@@ -159,7 +167,7 @@ def compile_problems(timing: dict) -> list[tuple[str, str]]:
 
 
 def run_problems(timing: dict) -> list[tuple[str, str]]:
-    """(code, text) for each broken rule; codes: 'not_measured' (``unmeasured``), 'no_block',
+    """(code, text) for each broken rule; codes: 'not_measured' and 'not_run' (``unmeasured``), 'no_block',
     'total' (the heavy run grows with repeats: the repeats summed),
     'compile_in_run', 'no_scaling'."""
     out, runs_of = unmeasured(timing), {}
