@@ -134,17 +134,18 @@ def test_inference_small(submission):
 
 def test_dropout_small(submission):
     """Training mode, read off the losses: one hidden layer and one example, so each loss is
-    the loss of one mask of kept hidden units (scaled by 1 / (1 - 0.5))."""
+    the loss of one mask of kept hidden units (scaled by 1 / (1 - 0.25)); at a rate of 0.25, a rate used as the
+    keep probability shows."""
     rng = np.random.default_rng(3)
     x, y = rng.normal(size=(1, 3)).astype(np.float32), rng.normal(size=(1, 2)).astype(np.float32)
-    out = submission.probe(PROBE + "dropout_losses", SIZES, "tanh", 0.5, 0, x, y, list(range(100, 164)))
+    out = submission.probe(PROBE + "dropout_losses", SIZES, "tanh", 0.25, 0, x, y, list(range(100, 164)))
     layers = ref.read_weights(out["weights"], SIZES)
     losses = [ref.as_float(v, "loss_fn(model, xs, ys, key)") for v in out["losses"]]
-    ref.judge_dropout_masks(ref.dropout_masks(layers, "tanh", 0.5, x[0], y[0], losses), 0.5)
+    ref.judge_dropout_masks(ref.dropout_masks(layers, "tanh", 0.25, x[0], y[0], losses), 0.25)
     # train_step trains with dropout on: the loss it returns under each key is a mask's loss too
-    out = submission.probe(PROBE + "step_losses", SIZES, "tanh", 0.5, 0, x, y, list(range(200, 232)))
+    out = submission.probe(PROBE + "step_losses", SIZES, "tanh", 0.25, 0, x, y, list(range(200, 232)))
     losses = [ref.as_float(v, "the loss train_step returned") for v in out["losses"]]
-    ref.judge_dropout_masks(ref.dropout_masks(layers, "tanh", 0.5, x[0], y[0], losses), 0.5, source="train_step")
+    ref.judge_dropout_masks(ref.dropout_masks(layers, "tanh", 0.25, x[0], y[0], losses), 0.25, source="train_step")
 
 
 def test_dropout_keys_small(submission):

@@ -191,6 +191,16 @@ def judge_dropout_masks(masks: list, rate: float, source: str = "loss_fn") -> No
                        + "the randomness is not dropout (noise that never zeroes a unit, or kept units not "
                          "rescaled)"),
             advice=advice)
+    if len(masks) >= 8 and all(m == masks[0] for m in masks):  # independent draws: chance < 0.6**(3 * 7)
+        raise CheckFailed(
+            f"the dropout masks{' of train_step' if source == 'train_step' else ''} do not change with the key: "
+            f"all {len(masks)} keys gave the same mask",
+            measured=f"one mask under {len(masks)} keys", expected="a mask drawn from each key",
+            diagnosis=f"in training mode {source}'s dropout does not draw from the key it is given (a fixed key, "
+                      "NumPy's generator, or a pattern): "
+                      + ("under jit a mask made outside JAX is fixed when the step compiles, the same on every step"
+                         if source == "train_step" else "every call drops the same units"),
+            advice=advice)
     seen = [kept for m in masks for kept in m.values()]
     n = len(seen)
     dropped = sum(1 for kept in seen if not kept) / max(n, 1)
@@ -302,6 +312,18 @@ def id_chance(pair_id, chances: np.ndarray, between: str) -> float:
     return float(sum(chances[i, j] + (chances[j, i] if both and i != j else 0.0) for i, j in pair_id))
 
 
+def poisson_tail(mean: float, k: int) -> float:
+    """P(X >= k) for X ~ Poisson(mean), in log space (no overflow however large k is)."""
+    import math
+
+    if k <= 0:
+        return 1.0
+    if mean <= 0.0:
+        return 0.0
+    below = sum(math.exp(-mean + i * math.log(mean) - math.lgamma(i + 1)) for i in range(k))
+    return max(0.0, 1.0 - below)
+
+
 def judge_masks_independent(ids: list, rate: float, width: int, between: str,
                             candidates: np.ndarray | None = None) -> None:
     """Two masks drawn from keys of their own are independent, so two keys give the same PAIR
@@ -325,7 +347,15 @@ def judge_masks_independent(ids: list, rate: float, width: int, between: str,
         chance = q * q * (2.0 if between == "examples" else 1.0)
     collisions = sum(1 for a in range(len(seen)) for b in range(a + 1, len(seen)) if seen[a] == seen[b])
     expected = n * (n - 1) / 2 * chance
-    tail = 1.0 - sum(math.exp(-expected) * expected ** k / math.factorial(k) for k in range(collisions))
+    tail = poisson_tail(expected, collisions)
+    if n >= 3 and collisions == n * (n - 1) // 2:
+        raise CheckFailed(
+            "the dropout masks do not change with the key: every key gave the same masks",
+            measured=f"the same pair of masks under all {n} keys", expected="masks drawn from the key passed in",
+            diagnosis="in training mode the dropout masks do not come from the key loss_fn is given (a fixed key, "
+                      "NumPy's generator, or a pattern): under jit they are the same on every step",
+            advice="split the key passed to loss_fn (one per example, then one per hidden layer) and hand each "
+                   "Dropout its own")
     if collisions >= 3 and tail < 1e-6:
         what = {"layers": ("the two hidden layers' masks", "hidden layer",
                            "split the key into one key per hidden layer and give each layer's dropout its own"),
