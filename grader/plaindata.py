@@ -1,7 +1,7 @@
 """The only values that cross the sandbox boundary: plain data, as JSON.
 
-Allowed: ``None``, ``bool``, ``int``, ``float``, ``str``, lists/tuples, dicts with ``str``
-keys, and arrays (numpy, or anything JAX hands back) of a known dtype, which travel as
+Allowed: ``None``, ``bool``, ``int``, ``float``, ``str``, lists/tuples (a namedtuple travels
+as the plain tuple of its items), dicts with ``str`` keys, and arrays (numpy, or anything JAX hands back) of a known dtype, which travel as
 ``{"__array__": [dtype, shape, base64 bytes]}``.  ``encode`` runs in the sandbox and
 checks the *exact* type of every value, so an object whose ``__eq__`` always says
 ``True`` is refused before it leaves.  ``decode`` runs in the trusted process and
@@ -92,6 +92,19 @@ class _Budget:
                 f"of any size counts as a few")
 
 
+def plain_sequence(value: Any) -> list | tuple | None:
+    """``value`` when it is a list or a tuple; any other tuple (a ``namedtuple``, a
+    ``typing.NamedTuple``: what a learner may well return for "returns ``(a, b, c)``") as a
+    plain tuple of its items, read from the tuple's own storage (no method of the subclass
+    runs); anything else ``None``."""
+    t = type(value)
+    if t is list or t is tuple:
+        return value
+    if issubclass(t, tuple):
+        return tuple(tuple.__getitem__(value, i) for i in range(tuple.__len__(value)))
+    return None
+
+
 def to_plain(value: Any, where: str = "result", _depth: int = 0, *, max_elements: int | None = None,
              _budget: _Budget | None = None) -> Any:
     """Convert ``value`` to JSON-ready plain data, refusing anything unexpected, and (with
@@ -114,6 +127,8 @@ def to_plain(value: Any, where: str = "result", _depth: int = 0, *, max_elements
             return value
         budget.spend(3, where)  # {"__float__": "nan"}
         return {FLOAT_KEY: repr(value)}
+    if t is not tuple and issubclass(t, tuple):  # a namedtuple, a typing.NamedTuple: a tuple of its items
+        value, t = plain_sequence(value), tuple
     if t in (list, tuple):
         # [a, b]: the list and its items; (a, b) travels as {"__tuple__": [a, b]}: two more
         budget.spend((1 if t is list else 3) + (not value), where)

@@ -23,6 +23,32 @@ def test_round_trip_of_nested_data():
     assert type(back["c"]) is np.ndarray and back["c"].dtype == np.float32
 
 
+def test_a_namedtuple_travels_as_the_plain_tuple_of_its_items_without_running_its_methods():
+    """What a learner returns for "returns (params, key, masks)" may be a NamedTuple: it is a
+    tuple, and arrives as one; its items are read from the tuple's storage, so a subclass's
+    own __iter__ or __getitem__ never runs (and cannot show other items)."""
+    import collections
+    from typing import NamedTuple
+
+    class Result(NamedTuple):
+        params: list
+        loss: float
+
+    class Liar(tuple):
+        def __iter__(self):
+            raise AssertionError("a subclass method ran")
+
+        def __getitem__(self, i):
+            raise AssertionError("a subclass method ran")
+
+    Pair = collections.namedtuple("Pair", "a b")
+    assert roundtrip(Result([1, 2], 0.5)) == ([1, 2], 0.5) and type(roundtrip(Result([1], 1.0))) is tuple
+    assert roundtrip(Pair(1, (2, 3))) == (1, (2, 3))
+    assert roundtrip(Liar((1, 2))) == (1, 2)
+    assert plaindata.plain_sequence(Liar((4,))) == (4,) and plaindata.plain_sequence([1]) == [1]
+    assert plaindata.plain_sequence({"a": 1}) is None and plaindata.plain_sequence("ab") is None
+
+
 def test_non_finite_floats_survive():
     back = roundtrip([math.nan, math.inf])
     assert math.isnan(back[0]) and back[1] == math.inf
