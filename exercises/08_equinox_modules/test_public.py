@@ -51,6 +51,7 @@ def test_static_field_small(submission):
             raise CheckFailed("the model's arrays are not exactly its weights and biases", measured=str(arrays),
                               expected=f"{SHAPES} in some order",
                               hint="keep only the eqx.nn.Linear layers and the Dropout layer as fields")
+    ref.judge_static_activation(view)
     if view["tanh"]["treedef"] == view["relu"]["treedef"]:
         raise CheckFailed("the models built with 'tanh' and with 'relu' have the same treedef",
                           measured=view["tanh"]["treedef"], expected="treedefs that differ in the activation",

@@ -134,6 +134,7 @@ def test_activation_is_static(submission, archs, rng):
                                         "of its layers",
                               advice="keep the eqx.nn.Linear layers and the Dropout layer as the only fields "
                                      "besides static configuration")
+    ref.judge_static_activation(view)
     if view["tanh"]["treedef"] == view["relu"]["treedef"]:
         raise CheckFailed("the activation is not part of the treedef", measured=view["tanh"]["treedef"],
                           expected="different treedefs for 'tanh' and 'relu'",

@@ -312,6 +312,22 @@ def id_chance(pair_id, chances: np.ndarray, between: str) -> float:
     return float(sum(chances[i, j] + (chances[j, i] if both and i != j else 0.0) for i, j in pair_id))
 
 
+def judge_static_activation(view: dict) -> None:
+    """The activation sits in a field declared static (``eqx.field(static=True)``), as the
+    statement asks: a value that is merely not a leaf (a dict ``{name: None}``, a tuple of
+    no arrays) also reaches the treedef, but through a pytree node, not a static field."""
+    missing = [activation for activation in ("tanh", "relu") if not view[activation].get("static_fields")]
+    if missing:
+        raise CheckFailed(
+            "no static field of the model holds the activation",
+            measured=f"models built with {', '.join(repr(a) for a in missing)}: no field declared "
+                     "eqx.field(static=True) holds that name",
+            expected="a field declared eqx.field(static=True) whose value is the activation's name",
+            diagnosis="the activation reaches the treedef some other way (inside a container with no leaves), "
+                      "not as a static field",
+            advice="declare `activation: str = eqx.field(static=True)` and store the name ('tanh' or 'relu') in it")
+
+
 def poisson_tail(mean: float, k: int) -> float:
     """P(X >= k) for X ~ Poisson(mean), in log space (no overflow however large k is)."""
     import math

@@ -25,6 +25,7 @@ learner's file imports Equinox itself).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import jax
@@ -50,6 +51,7 @@ _unflatten = jax.tree_util.tree_unflatten
 _make_jaxpr = jax.make_jaxpr
 _asarray = np.asarray
 _sys_modules = sys.modules
+_fields, _is_dataclass = dataclasses.fields, dataclasses.is_dataclass
 
 MAX_TREEDEF_CHARS = 4000
 
@@ -77,14 +79,32 @@ def forward(ctx, sizes, activation, seed, xs, key_seed) -> dict:
     return {"weights": _block(ctx.function("weights")(model)), "outputs": _block(out)}
 
 
+def _static_fields_holding(model, activation: str) -> list[str]:
+    """The model's fields declared static (``eqx.field(static=True)``: the field's metadata)
+    whose value is the activation: its name as a ``str``, or a function of that name."""
+    if not _is_dataclass(model):
+        return []
+    out = []
+    for field in _fields(model):
+        if not field.metadata.get("static", False):
+            continue
+        value = model.__dict__.get(field.name)
+        if (type(value) is str and value == activation) or (
+                callable(value) and type(getattr(value, "__name__", None)) is str and value.__name__ == activation):
+            out.append(field.name[:100])
+    return out
+
+
 def pytree_view(ctx, sizes, seed, rate) -> dict:
-    """For each activation: the model's leaves (described), its treedef (as text) and its weights."""
+    """For each activation: the model's leaves (described), its treedef (as text), its weights,
+    and which of its static fields hold the activation."""
     out = {}
     for activation in ("tanh", "relu"):
         model = _model(ctx, sizes, activation, rate, seed)
         out[activation] = {"leaves": [_describe(leaf) for leaf in _leaves(model)],
                            "treedef": str(_structure(model))[:MAX_TREEDEF_CHARS],
-                           "weights": _block(ctx.function("weights")(model))}
+                           "weights": _block(ctx.function("weights")(model)),
+                           "static_fields": _static_fields_holding(model, activation)}
     return out
 
 
