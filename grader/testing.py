@@ -286,7 +286,8 @@ def explain(compiles: Compiles, limit: int = 6) -> str:
     if changed:
         lines.append("arguments JAX names as changing between calls: " + "; ".join(changed))
     if compiles.incidental:
-        lines.append(f"{compiles.incidental} look like JAX's own helpers (jnp.zeros, .astype, optimizer init: "
+        lines.append(f"{compiles.incidental} look like single operations run outside any jit (an eager jnp call: "
+                     f"your code's, or a JAX helper's such as jnp.zeros, .astype or an optimizer's init; "
                      f"{'counted too: the reference makes its own' if compiles.reference is not None else 'not counted'})")
     return "\n".join(lines)
 

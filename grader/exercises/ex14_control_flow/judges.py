@@ -232,9 +232,10 @@ def judge_piecewise_gradients(got: list, xs: list) -> None:
                               hint=advice, diagnosis=f"jax.grad(piecewise) raised or gave the wrong shape for an input "
                                                      f"with {_where(x)}", advice=advice)
         if not np.all(np.isfinite(grad)):
-            advice = ("the gradient holds NaN: jnp.where computes and differentiates both branches, and the branch "
-                      "that is not taken (sqrt of a negative number) poisons the gradient even though its value is "
-                      "never selected; lax.cond differentiates only the branch that runs")
+            advice = ("the gradient holds NaN: a branch computed on every path (with jnp.where, or computed before "
+                      "lax.cond and handed to it) is differentiated even where it is not taken, and sqrt of a "
+                      "negative number poisons the gradient though its value is never selected; compute each branch "
+                      "inside the function lax.cond calls: cond differentiates only the branch that runs")
             raise CheckFailed(f"jax.grad(piecewise) is not finite for an input with {_where(x)}",
                               measured=f"{int(np.sum(~np.isfinite(grad)))} non-finite entries", expected="finite",
                               hint=advice, diagnosis=f"the gradient of piecewise holds NaN or inf for an input with "

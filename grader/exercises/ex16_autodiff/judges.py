@@ -448,7 +448,8 @@ def judge_softmax_residuals(got: list[dict], cases: list[dict]) -> None:
             continue
         if count == 1 and isinstance(residuals[0], np.ndarray) and residuals[0].shape == np.shape(case["x"]) and \
                 np.array_equal(residuals[0], case["x"]):
-            diagnosis = "the backward pass keeps the input x, not the output: it must recompute the softmax"
+            diagnosis = ("the forward rule saves the input x for the backward pass, so the backward pass has to compute the "
+                         "softmax again; save the output y instead: the softmax's derivative needs only y")
             message = "jax.vjp(softmax, x) keeps 1 residual, but it is the input x, not the output"
         elif count > 1:
             diagnosis = (f"reverse mode keeps {count} arrays for the backward pass: JAX's own derivative of every "

@@ -34,7 +34,8 @@ KNOWN_ERRORS = {
     "AttributeError": "a method that only concrete arrays have (such as .block_until_ready()) was called on a "
                       "traced one",
     "TypeError": "an argument of the wrong type reached JAX or Pallas",
-    "ValueError": "JAX or Pallas refused a value (on a CPU, pl.pallas_call needs interpret=True)",
+    "ValueError": "JAX or Pallas refused a value (a block size or grid that is traced instead of a Python int, a "
+                  "block shape that does not divide the array, or pl.pallas_call without interpret=True on a CPU)",
 }
 #: Exponent range of float32: exp(x) overflows above about 88.7 and is 0 below about -103.9.
 EXP_OVERFLOW, EXP_UNDERFLOW = 88.8, -104.0
@@ -315,8 +316,9 @@ def judge_matmul_relu(got: dict, x: np.ndarray, w: np.ndarray, blocks: tuple[int
     nonfinite = int((~np.isfinite(v)).sum())
     like = ""
     if nonfinite:
-        like = ("NaN: in interpret mode an output block starts as NaN, so a block that is never written, or not zeroed "
-                "at the first k step (pl.when(pl.program_id(2) == 0)), stays NaN")
+        like = ("NaN: in interpret mode an output block starts as NaN, so a block that is never written stays NaN: "
+                "an index_map that returns element offsets (i * bm) instead of block indices (i) writes other "
+                "blocks, and an output not zeroed at the first k step (pl.when(pl.program_id(2) == 0)) adds into NaN")
     else:
         for diagnosis, mistake in _matmul_mistakes(x, w, blocks[2]).items():
             if np.allclose(v, mistake, rtol=1e-4, atol=1e-4):
