@@ -130,6 +130,17 @@ def codes(problems):
     return [code for code, _ in problems]
 
 
+def compiles_scaled(t):
+    """``t`` with the light workload's compiles four times the heavy one's, the grader's and the
+    learner's (as measured: six small layers compile slower than one large one), so the
+    compile-scaling rule is judged and holds."""
+    for entry in t["light"]["probe"]:
+        entry["compile"] *= 4
+    compile_s, run_s = t["light"]["learner"]
+    t["light"]["learner"] = (compile_s * 4, run_s)
+    return t
+
+
 def test_honest_benchmarks_pass_even_when_slowed_or_quick():
     assert ref.run_problems(timing((60 * MS, 0.06 * MS), (60 * MS, 0.8 * MS))) == []
     assert ref.compile_problems(timing((60 * MS, 0.06 * MS), (60 * MS, 0.8 * MS))) == []
@@ -139,6 +150,24 @@ def test_honest_benchmarks_pass_even_when_slowed_or_quick():
     # ...or three times faster (the grader's was the busy one); the first call as the compile
     quick = timing((20 * MS, 0.02 * MS), (20.3 * MS, 0.27 * MS))
     assert ref.run_problems(quick) == [] and ref.compile_problems(quick) == []
+
+
+def test_compile_times_must_follow_the_program():
+    """The light workload's six layers take longer to compile than the heavy one's single
+    layer: a compile time that does not follow (a constant) is caught whenever the grader's own
+    compiles scaled, an honest one (even slowed) passes, and nothing is judged when the
+    grader's own compiles did not scale (a busy machine)."""
+    scaled = {"probe_light": (240 * MS, 0.15 * MS), "probe_heavy": (60 * MS, 1.2 * MS)}
+    honest = timing((250 * MS, 0.16 * MS), (70 * MS, 1.3 * MS), **scaled)
+    constant = timing((50 * MS, 0.16 * MS), (50 * MS, 1.3 * MS), **scaled)
+    slowed = timing((400 * MS, 0.16 * MS), (200 * MS, 1.3 * MS), **scaled)  # a spike on the heavy compile
+    assert ref.compile_scaled(honest) and ref.compile_problems(honest) == []
+    assert codes(ref.compile_problems(constant)) == ["no_compile_scaling"]
+    assert ref.compile_problems(slowed) == []
+    unscaled = timing((50 * MS, 0.16 * MS), (50 * MS, 1.3 * MS), probe_light=(100 * MS, 0.15 * MS),
+                      probe_heavy=(60 * MS, 1.2 * MS))
+    assert not ref.compile_scaled(unscaled) and ref.compile_problems(unscaled) == []
+    assert "no_compile_scaling" in ref.TRANSIENT
 
 
 def test_not_blocking_is_caught():
@@ -171,14 +200,14 @@ def test_a_total_of_the_repeats_is_caught_and_named():
     assert ref.run_problems(slow) == []
     # a median that moved with the load between the two calls looks like a total once: it is measured again
     moved = _again(timing((60 * MS, 0.06 * MS), (60 * MS, 2.1 * MS)), 0.6 * MS)
-    honest = _again(timing((60 * MS, 0.06 * MS), (60 * MS, 0.9 * MS)), 0.8 * MS)
+    honest = compiles_scaled(_again(timing((60 * MS, 0.06 * MS), (60 * MS, 0.9 * MS)), 0.8 * MS))
     assert codes(ref.run_problems(moved)) == ["total"] and ref.run_problems(honest) == []
     seen = iter([moved, honest])
     assert ref.measure_timing(lambda: next(seen)) is honest
 
 
 def test_only_a_rule_load_can_break_is_measured_again():
-    honest = timing((60 * MS, 0.06 * MS), (60 * MS, 0.8 * MS))
+    honest = compiles_scaled(timing((60 * MS, 0.06 * MS), (60 * MS, 0.8 * MS)))
     spiked = timing((60 * MS, 0.7 * MS), (60 * MS, 0.8 * MS))  # light runs inflated: no_scaling alone
     block = timing((60 * MS, 5e-6), (60 * MS, 5e-6))
     seen = iter([spiked, honest])

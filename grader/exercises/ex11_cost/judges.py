@@ -40,7 +40,14 @@ COMPILE_SLACK_S = 1.0
 RUN_FACTOR = 10.0
 COMPILE_OVER_RUN = 6.0
 MIN_SCALING, PROBE_SCALING = 1.5, 4.0
-TIMING_SIZES = {"light": 96, "heavy": 384}  # n of the f32[n, n] workloads
+#: [n, layers] of the f32[n, n] workloads: the light one quick to run and slow to compile (six
+#: small layers), the heavy one slow to run and quick to compile (one large layer), so run times
+#: and compile times must follow the work in opposite directions
+TIMING_SIZES = {"light": [48, 6], "heavy": [384, 1]}
+#: the compile rule: the learner's light compile at least MIN_COMPILE_SCALING times its heavy
+#: one, judged when the grader's fastest light compile is PROBE_COMPILE_SCALING times its slowest
+#: heavy one (measured on 2 cores: 3-4 times quiet, 2-6 busy; unjudged measurements are taken again)
+MIN_COMPILE_SCALING, PROBE_COMPILE_SCALING = 1.3, 2.0
 TIMING_REPEATS = 5
 #: ``repeats`` the learner's benchmark is called with: many for the heavy workload, and the heavy
 #: workload once more with REPEATS_AGAIN (a median does not move with repeats; a total grows
@@ -56,7 +63,7 @@ TOTAL_RATIO, TOTAL_FLOOR = 3.0, 1.5
 #: busy machine catching up with the heavy ones; a load that comes and goes between the learner's
 #: two heavy benchmarks) is measured again before it counts.
 TIMING_ATTEMPTS = 3
-TRANSIENT = {"no_scaling", "total"}
+TRANSIENT = {"no_scaling", "total", "no_compile_scaling"}
 REPORT_KEYS = ("flops", "bytes", "transcendentals", "intensity", "argument_bytes", "output_bytes", "alias_bytes")
 
 
@@ -151,7 +158,8 @@ def unmeasured(timing: dict, runs: bool = True) -> list[tuple[str, str]]:
 
 def compile_problems(timing: dict) -> list[tuple[str, str]]:
     """(code, text) for each workload whose compile time is out of bounds; codes: 'low',
-    'high', and 'not_measured' (``unmeasured``)."""
+    'high', 'no_compile_scaling' (the light workload's program is the slower to compile: a
+    constant, or a number not measured, does not follow), and 'not_measured' (``unmeasured``)."""
     out = unmeasured(timing, runs=False)
     for label in ("light", "heavy"):
         compile_s, _ = read_timing(timing[label]["learner"])
@@ -163,6 +171,13 @@ def compile_problems(timing: dict) -> list[tuple[str, str]]:
             out.append(("low", f"{seen} (at least {_ms(low)} expected)"))
         elif compile_s > high:
             out.append(("high", f"{seen} (at most {_ms(high)} expected)"))
+    if compile_scaled(timing):
+        light, heavy = (read_timing(timing[label]["learner"])[0] for label in ("light", "heavy"))
+        if light < MIN_COMPILE_SCALING * heavy:
+            out.append(("no_compile_scaling", f"your light compile {_ms(light)} vs your heavy compile {_ms(heavy)}; "
+                                              f"the grader's {', '.join(map(_ms, _probe(timing['light'])[0]))} vs "
+                                              f"{', '.join(map(_ms, _probe(timing['heavy'])[0]))} (the light "
+                                              f"workload's six layers take longer to compile)"))
     return out
 
 
@@ -194,6 +209,12 @@ def run_problems(timing: dict) -> list[tuple[str, str]]:
     return out
 
 
+def compile_scaled(timing: dict) -> bool:
+    """Whether the grader's own fastest light compile was at least PROBE_COMPILE_SCALING times
+    its slowest heavy compile: only then is the compile-scaling rule judged."""
+    return min(_probe(timing["light"])[0]) >= PROBE_COMPILE_SCALING * max(_probe(timing["heavy"])[0])
+
+
 def probe_scaled(timing: dict) -> bool:
     """Whether the grader's own fastest heavy run was at least PROBE_SCALING times its fastest
     light run: only then can the scaling rule be judged (a busy machine can slow the light
@@ -204,11 +225,11 @@ def probe_scaled(timing: dict) -> bool:
 def measure_timing(measure) -> dict:
     """``measure()`` (the timing probe) once, and again -- up to TIMING_ATTEMPTS in all -- while
     the only broken rules are ones a busy machine can break on its own (TRANSIENT), or while
-    the grader's own runs did not scale, so the scaling rule could not be judged: a mistake
-    breaks its rule at every attempt, a load spike does not come back each time."""
+    the grader's own runs or compiles did not scale, so a scaling rule could not be judged: a
+    mistake breaks its rule at every attempt, a load spike does not come back each time."""
     for _ in range(TIMING_ATTEMPTS):
         timing = measure()
         codes = {code for code, _ in run_problems(timing) + compile_problems(timing)}
-        if codes - TRANSIENT or (not codes and probe_scaled(timing)):
+        if codes - TRANSIENT or (not codes and probe_scaled(timing) and compile_scaled(timing)):
             return timing
     return timing

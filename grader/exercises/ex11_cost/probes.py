@@ -136,8 +136,10 @@ def analyze_each(ctx, cases: list, seed: int) -> list:
 
 
 # --- timing, in the sandbox ------------------------------------------------------------------
-def _workload(salt: float, traced: list | None = None, ran: list | None = None):
-    """A fresh function (its own constant): one matmul and a tanh.  Each time it is traced
+def _workload(salt: float, traced: list | None = None, ran: list | None = None, depth: int = 1):
+    """A fresh function (its own constant): ``depth`` layers of one matmul and a tanh each (the
+    light workload is several small layers, slower to compile than the heavy one's single
+    large layer, and quicker to run).  Each time it is traced
     (called with tracers: under ``jax.jit``, or inside a wrapper that ``jax.jit`` traces) it
     appends to ``traced``.  With ``ran`` every execution of it, compiled or eager, appends the
     bytes of its output's first row to ``ran`` (a host callback in the program): the runs can
@@ -150,6 +152,8 @@ def _workload(salt: float, traced: list | None = None, ran: list | None = None):
         if traced is not None and isinstance(x, _Tracer):
             traced.append(True)
         y = _tanh((x @ w) * salt + 0.01)
+        for layer in range(1, depth):
+            y = _tanh((y @ w) * (salt + layer / 64.0) + 0.01)
         if ran is not None:
             _debug_callback(record, y[0])
         return y
@@ -194,11 +198,11 @@ def _salt(k: int) -> float:
     return 1.0 + ((_time_ns() // 1000) % 4093 * 8 + k) / 65536.0
 
 
-def _own_timing(args, repeats: int, k: int) -> dict:
+def _own_timing(args, repeats: int, k: int, depth: int) -> dict:
     """Compile a fresh copy ahead of time (trace, lower, compile), warm it up, then time
     ``repeats`` blocked calls; the run time is their median."""
     t0 = _perf()
-    compiled = _jit(_workload(_salt(k))).lower(*args).compile()
+    compiled = _jit(_workload(_salt(k), depth=depth)).lower(*args).compile()
     compile_s = _perf() - t0
     _block(compiled(*args))
     runs = []
@@ -210,7 +214,8 @@ def _own_timing(args, repeats: int, k: int) -> dict:
 
 
 def benchmark_against_probe(ctx, sizes: dict, repeats, seed: int, again: dict | None = None) -> dict:
-    """For each workload ``{"light": n, "heavy": n}`` (f32[n, n] @ f32[n, n], then tanh): the
+    """For each workload ``{"light": [n, depth], "heavy": [n, depth]}`` (``depth`` layers of
+    f32[n, n] @ f32[n, n] then tanh; a plain ``n`` is one layer): the
     probe's own timing, the learner's ``benchmark(fn, x, w, repeats=...)`` of another fresh
     copy, and the probe's timing again.  ``repeats``: an int for every workload, or
     ``{label: int}`` (the probe's own timing uses the light workload's).  ``again``
@@ -226,13 +231,14 @@ def benchmark_against_probe(ctx, sizes: dict, repeats, seed: int, again: dict | 
     counts = repeats if isinstance(repeats, dict) else {label: repeats for label in sizes}
     own = int(counts.get("light", min(counts.values())))
     out = {}
-    for i, (label, n) in enumerate(sorted(sizes.items())):
-        args = [_device_put(rng.normal(size=(int(n), int(n))).astype(np.float32)),
-                _device_put((rng.normal(size=(int(n), int(n))) / np.sqrt(n)).astype(np.float32))]
+    for i, (label, size) in enumerate(sorted(sizes.items())):
+        n, depth = (size, 1) if isinstance(size, int) else (int(size[0]), int(size[1]))
+        args = [_device_put(rng.normal(size=(n, n)).astype(np.float32)),
+                _device_put((rng.normal(size=(n, n)) / np.sqrt(n)).astype(np.float32))]
         _block(args)
-        before = _own_timing(args, own, 3 * i)
+        before = _own_timing(args, own, 3 * i, depth)
         traced: list = []
-        fn = _workload(_salt(3 * i + 1), traced)
+        fn = _workload(_salt(3 * i + 1), traced, depth=depth)
         fn.__name__ = fn.__qualname__ = f"ex11_workload_{label}"  # its own module name: jit(ex11_workload_heavy)
         sentinel = _compile_sentinel()
         compiled_before = _compilations.cache_info().misses
@@ -243,14 +249,14 @@ def benchmark_against_probe(ctx, sizes: dict, repeats, seed: int, again: dict | 
         evidence = {"compiles": _compiles_since(compiled_before, sentinel),
                     "lowered": bool(traced) or any(_module_name(key) == f"jit({fn.__name__})"
                                                    for key in _lowerings.cache_keys())}
-        after = _own_timing(args, own, 3 * i + 2)
+        after = _own_timing(args, own, 3 * i + 2, depth)
         out[label] = {"probe": [before, after], "learner": learner, "evidence": evidence,
                       "repeats": int(counts[label])}
         if again and label in again:
             # this copy counts its runs (a host callback: its calls no longer return before the
             # result is ready, so the copies the no-block rule reads go without one)
             ran: list = []
-            fn_again = _workload(_salt(3 * i + 3), None, ran)
+            fn_again = _workload(_salt(3 * i + 3), None, ran, depth)
             out[label].update(learner_again=benchmark(fn_again, *args, repeats=int(again[label])),
                               repeats_again=int(again[label]), runs_again=_runs(fn_again, args, ran))
     return out
