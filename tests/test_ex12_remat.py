@@ -168,6 +168,60 @@ def _step(grad_of, donate=(0, 1)):
     return jax.jit(train_step, donate_argnums=donate)
 
 
+def _sized(sizes_of):
+    """A remat_loss whose checkpoints hold ``sizes_of(depth, segment)`` consecutive blocks each."""
+    def remat_loss(params, x, y, segment):
+        h, start = x, 0
+        for size in sizes_of(len(params), segment):
+            h = jax.checkpoint(_run)(params[start:start + size], h)
+            start += size
+        return _head(h, y)
+    return remat_loss
+
+
+def _named_boundaries(params, x, y, segment):
+    """One checkpoint around every block, saving the segments' inputs by name: the same segments."""
+    from jax.ad_checkpoint import checkpoint_name
+
+    def body(ps, h):
+        for i, p in enumerate(ps):
+            h = _run([p], checkpoint_name(h, "boundary") if i % segment == 0 else h)
+        return h
+    return _head(jax.checkpoint(body, policy=jax.checkpoint_policies.save_only_these_names("boundary"))(params, x), y)
+
+
+def _uneven(depth, segment):  # as many segments, of one block each but the last
+    count = -(-depth // segment)
+    return [1] * (count - 1) + [depth - (count - 1)]
+
+
+def _short_first(depth, segment):
+    first = depth % segment or segment
+    return [first] + [segment] * ((depth - first) // segment)
+
+
+@pytest.mark.parametrize("remat_loss, wrong", [
+    (_segmented(), False), (_named_boundaries, False),
+    (_sized(lambda depth, k: [min(k, depth - s) for s in range(0, depth, k)]), False),
+    (_sized(_uneven), True), (_sized(_short_first), True)])
+def test_segments_are_judged_by_where_they_begin_not_by_their_number(remat_loss, wrong):
+    """Segments of [1, 1, 3] blocks (5 blocks, segment 2) or the shorter one first ([1, 2, 2]) keep
+    as many checkpoints and residual bytes as [2, 2, 1]: the residuals' values say which blocks' inputs
+    are kept, whatever the idiom (a names policy in one checkpoint keeps the same ones)."""
+    params, x, y = draw_model(np.random.default_rng(1), depth=5, width=8, batch=5)
+    segments = [1, 2, 4, 5]
+    got = probe.remat_traced(_Ctx(remat_loss=remat_loss), params, x, y, segments)
+    want = probe.reference_bytes(None, params, x, y, segments)
+    judges.judge_remat_bytes([g["bytes"] for g in got], want, segments, 5, hidden=True)  # the bytes cannot tell
+    residuals = [g["residuals"] for g in got]
+    if not wrong:
+        judges.judge_segments_kept(residuals, params, x, segments, 5)
+        return
+    with pytest.raises(CheckFailed, match="does not checkpoint consecutive segments of 2") as failure:
+        judges.judge_segments_kept(residuals, params, x, segments, 5)
+    assert "[0, 2, 4]" in failure.value.expected
+
+
 def test_step_structure_wants_remat_loss_and_no_callback():
     params, x, y = draw_model(np.random.default_rng(0), depth=4, width=8, batch=4)
     momentum = jax.tree.map(np.zeros_like, params)
@@ -226,8 +280,8 @@ def test_step_structure_is_judged_on_the_program_the_calls_run():
 
 def test_the_step_shows_the_head_and_policies_training_runs_whatever_the_grader_reads_under_vjp():
     """A remat_loss that tells jax.grad from jax.vjp by JAX's frames is judged in train_step's
-    own trace: the head inside a segment, another policy or another number of segments than
-    remat_loss(..., SEGMENT) has under jax.vjp."""
+    own trace: the head inside a segment, another policy, another number of segments or as many
+    segments of other sizes than remat_loss(..., SEGMENT) has under jax.vjp."""
     import traceback
 
     params, x, y = draw_model(np.random.default_rng(0), depth=4, width=8, batch=4)
@@ -251,9 +305,12 @@ def test_the_step_shows_the_head_and_policies_training_runs_whatever_the_grader_
     def one_per_block(params, x, y, segment):  # more segments, more activations kept, only in training
         return _segmented()(params, x, y, 1 if under_grad() else segment)
 
+    def uneven(params, x, y, segment):  # as many segments, of other sizes, only in training
+        return (_sized(_uneven) if under_grad() else _segmented())(params, x, y, segment)
+
     honest = _segmented()
     for remat_loss, wrong in ((honest, None), (head_inside, "runs the head"), (dots, "checkpoints differently"),
-                              (one_per_block, "checkpoints differently")):
+                              (one_per_block, "checkpoints differently"), (uneven, "hold other blocks")):
         ctx = _Ctx(remat_loss=remat_loss, SEGMENT=2, train_step=_step(lambda p, a, b, f=remat_loss: f(p, a, b, 2)))
         facts = probe.step_primitives(ctx, params, momentum, x, y, 0.1, 0.9)
         if wrong is None:

@@ -19,6 +19,7 @@ from grader.exercises.ex12_remat.judges import (
     judge_momentum_step,
     judge_remat_bytes,
     judge_residual_bytes,
+    judge_segments_kept,
     judge_step_structure,
 )
 from grader.testing import count_compiles, expect_compiles
@@ -44,6 +45,7 @@ def test_remat_small(submission, truth):
     judge_remat_bytes([g["bytes"] for g in got], truth.probe("ex12_remat:reference_bytes", params, x, y, segments),
                       segments, DEPTH, hidden=False)
     judge_head_outside([g["head_inside"] for g in got], segments, DEPTH)
+    judge_segments_kept([g["residuals"] for g in got], params, x, segments, DEPTH)  # where segments begin
 
 
 def test_choose_segment_small(submission, truth):

@@ -29,6 +29,7 @@ from grader.exercises.ex12_remat.judges import (
     judge_momentum_step,
     judge_remat_bytes,
     judge_residual_bytes,
+    judge_segments_kept,
     judge_step_structure,
     segment_labels,
 )
@@ -102,6 +103,9 @@ def test_remat_saves_like_segments(submission, truth, rng):
     # The head inside the last segment keeps y instead of h - y: the same bytes, so read the jaxpr
     # -- of the very program whose bytes were just judged.
     judge_head_outside([g["head_inside"] for g in got], segments, len(params))
+    # Segments of [1, 1, 4] blocks keep as many bytes as [2, 2, 2]: which blocks' inputs the
+    # residuals hold says where the segments begin.
+    judge_segments_kept([g["residuals"] for g in got], params, x, segments, len(params))
 
 
 # --- part C: the smallest segment that fits a budget ---------------------------------------------------

@@ -265,6 +265,59 @@ def judge_head_outside(flags: list, segments: list, depth: int) -> None:
                 advice=advice)
 
 
+def block_inputs(params, x) -> list:
+    """The input of every block of the model, and the last block's output: ``h_0 = x``,
+    ``h_{j+1} = tanh(h_j @ w_j + b_j)`` (float64 on float32 parameters), ``depth + 1`` arrays."""
+    h = [np.asarray(x, np.float64)]
+    for p in params:
+        h.append(np.tanh(h[-1] @ np.asarray(p["w"], np.float64) + np.asarray(p["b"], np.float64)))
+    return h
+
+
+#: How far a kept residual may be from a block's input and still be it: float32 arithmetic in
+#: another order (XLA's) against float64 drifts by about 1e-6; two different blocks' inputs differ
+#: by tenths.
+SAME_ACTIVATION = 1e-3
+
+
+def kept_block_inputs(residuals: list, inputs: list) -> list[int]:
+    """Which blocks' inputs (indices into ``inputs`` but the last, the network's output, which the
+    head may keep) are among ``residuals``: a residual leaf holds one when one of its consecutive
+    pieces of that size equals it, as laid out or transposed (a ``scan`` over segments keeps its
+    inputs stacked; the layout of what an honest program keeps is not the point)."""
+    return [j for j, h in enumerate(inputs[:-1]) if any(_holds(np.asarray(r), h) for r in residuals)]
+
+
+def _holds(residual, h) -> bool:
+    if not residual.size or residual.size % h.size:
+        return False
+    pieces = residual.reshape(-1, h.size)
+    return any(np.max(np.abs(pieces - want.reshape(-1)), axis=1).min() <= SAME_ACTIVATION for want in (h, h.T))
+
+
+def judge_segments_kept(residuals: list, params, x, segments: list, depth: int) -> None:
+    """``residuals[i]``: the values of the residuals ``remat_loss(..., segments[i])`` keeps under
+    ``jax.vjp`` (probe ``remat_traced``).  Checkpointing consecutive segments of ``k`` blocks keeps
+    exactly the inputs of blocks 0, k, 2k, ...: the bytes count those boundaries, this says where
+    they are, so segments of other sizes ([1, 1, 4] for 6 blocks at k = 2: as many checkpoints, as
+    many bytes) fail whatever their number."""
+    inputs = block_inputs(params, x)
+    for k, kept in zip(segments, residuals):
+        got, want = kept_block_inputs(kept, inputs), list(range(0, depth, k))
+        if got != want:
+            sizes = [b - a for a, b in zip(want, want[1:] + [depth])]
+            advice = (f"group the blocks in order into consecutive segments of `segment` blocks -- params[0:{k}], "
+                      f"params[{k}:{2 * k}], ... (for {depth} blocks: {sizes}; only the last may be shorter) -- and "
+                      f"run each under its own jax.checkpoint, so that the backward pass keeps each segment's input")
+            raise CheckFailed(
+                f"remat_loss(..., {k}) does not checkpoint consecutive segments of {k} block(s): the backward pass "
+                f"keeps the inputs of other blocks",
+                measured=f"among jax.vjp's residuals, the inputs of blocks {got} (block 0's input is x)",
+                expected=f"the inputs of blocks {want}: where segments of {k} block(s) begin", hint=advice,
+                diagnosis=f"remat_loss's segments are not consecutive runs of `segment` blocks (the last may be "
+                          f"shorter): it keeps the inputs of blocks {got}, not {want}", advice=advice)
+
+
 #: what the momentum update adds to remat_loss's gradient outside the checkpoints (leaf by leaf
 #: ``beta * m + g`` and ``p - lr * m``, with the casts and calls around them); any other primitive
 #: more often there than in remat_loss's gradient alone is work of another gradient
@@ -337,6 +390,18 @@ def judge_step_structure(facts: dict, params, momentum, lr, beta, ref: dict) -> 
             expected="exactly the checkpoints of remat_loss(params, x, y, SEGMENT) under jax.vjp",
             hint=advice, diagnosis="under the training step's gradient remat_loss saves differently from what the "
                                    "grader measured", advice=advice)
+    shapes = facts.get("segments")
+    if shapes and shapes["train_step"] != shapes["remat_loss"]:  # as many checkpoints, other blocks in them
+        advice = ("checkpoint the same segments whatever transformation calls remat_loss: consecutive runs of "
+                  "SEGMENT blocks (the last may be shorter), as the byte and segment checks measured under jax.vjp")
+        raise CheckFailed(
+            "in train_step, remat_loss's checkpoints hold other blocks than they do on its own",
+            measured=("checkpoints by the blocks each recomputes (its tanh; + between the runs a names policy "
+                      "saves apart), in train_step: "
+                      f"{_tally_text(shapes['train_step'])}; under jax.vjp: {_tally_text(shapes['remat_loss'])}")[:600],
+            expected="the same segments in both", hint=advice,
+            diagnosis="under the training step's gradient remat_loss checkpoints segments of other sizes than "
+                      "the grader measured", advice=advice)
     outside = facts.get("outside_checkpoints")
     extra = sorted(p for p, n in (outside or {}).get("train_step", {}).items()
                    if p not in UPDATE_PRIMITIVES and n > outside["remat_loss"].get(p, 0))
@@ -351,6 +416,10 @@ def judge_step_structure(facts: dict, params, momentum, lr, beta, ref: dict) -> 
             expected="outside the checkpoints, remat_loss's gradient and the momentum update only",
             hint=advice, diagnosis="the step runs the blocks outside any checkpoint as well: some gradient it takes "
                                    "is not remat_loss's, and keeps every activation", advice=advice)
+
+
+def _tally_text(tally: dict) -> str:
+    return "; ".join(f"{n} of {key}" for key, n in sorted(tally.items()))
 
 
 def judge_momentum_step(out, params, momentum, lr, beta, ref: dict) -> None:

@@ -14,8 +14,10 @@ In the sandbox, beside the learner's code (each returns plain data; verdicts are
     for each segment size, ``remat_loss``'s value, gradient in ``params``, residual bytes
     and whether its head runs inside a checkpoint -- a ``jax.checkpoint`` equation that
     receives ``y`` together with a block's parameters (the bytes cannot show it: the head
-    inside keeps ``y`` instead of ``h - y``) -- all read from one program traced once under
-    our own jit (``jax.vjp`` and its pull-back; ``traced_run``).
+    inside keeps ``y`` instead of ``h - y``) -- and the values of the residuals it keeps (the
+    trusted side finds which blocks' inputs they are: where the segments begin, which the bytes
+    alone cannot show) -- all read from one program traced once under our own jit (``jax.vjp``
+    and its pull-back; ``traced_run``).
 ``choices(ctx, params, x, y, budgets)``
     the learner's ``choose_segment`` for each budget (the checks judge the answers on the
     grader's own measured levels).
@@ -74,6 +76,8 @@ _compile = _stages.Lowered.compile
 _as_text = _stages.Compiled.as_text
 _memory_analysis = _stages.Compiled.memory_analysis
 _make_jaxpr = jax.make_jaxpr
+_issubdtype = jnp.issubdtype
+_floating = jnp.floating
 
 
 def measure(f, *args) -> int:
@@ -151,8 +155,9 @@ def remat_traced(ctx, params, x, y, segments: list) -> list:
     of it, then its pull-back of 1.0, traced once under our own ``jax.jit`` and run
     (``traced_run``).  That program's outputs give ``"loss"`` and ``"grads"``; its jaxpr gives
     ``"bytes"`` (the residuals ``vjp`` keeps: the avals of the pull-back's leaves, returned as
-    outputs) and ``"head_inside"`` (a checkpoint equation that takes ``y`` with a block's
-    parameters).  The value, gradient, bytes and structure checks all read this one trace, so a
+    outputs), ``"residuals"`` (those leaves' values, as float32: which activations are kept tells
+    where each segment begins) and ``"head_inside"`` (a checkpoint equation that takes ``y`` with
+    a block's parameters).  The value, gradient, bytes and structure checks all read this one trace, so a
     function that tells one kind of call from another (``isinstance`` on the tracer it gets)
     cannot show each check a program of its own.  Residuals are the same traced as eager (the
     statement's definition); ``reference_bytes`` measures the grader's own model eagerly."""
@@ -166,11 +171,19 @@ def remat_traced(ctx, params, x, y, segments: list) -> list:
             raise run.error
         invars = run.jaxpr.jaxpr.invars  # the leaves of params, then x, then y, then the cotangent
         residuals = run.jaxpr.out_avals[1 + n_params:]
-        loss, grads, _ = run.outputs
+        loss, grads, kept = run.outputs
         out.append({"loss": np.asarray(loss), "grads": grads,
                     "bytes": int(sum(int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in residuals)),
+                    "residuals": _floating_values(kept),
                     "head_inside": _head_in_a_checkpoint(run.jaxpr.jaxpr, _labels(invars, n_params), follow=True)})
     return out
+
+
+def _floating_values(leaves) -> list:
+    """The floating-point leaves among ``leaves`` as float32 NumPy arrays (the others hold no
+    activation): plain data the trusted side compares with the blocks' inputs."""
+    return [np.asarray(leaf, np.float32) for leaf in leaves
+            if _issubdtype(getattr(leaf, "dtype", np.int8), _floating)]  # bfloat16 too
 
 
 def _labels(invars, n_params: int) -> dict:
@@ -256,6 +269,7 @@ def step_primitives(ctx, params, momentum, x, y, lr: float, beta: float) -> dict
             out["head_inside"] = _head_in_a_checkpoint(alone, _labels(alone.invars, n_params), follow=True)
         if alone is not None:
             out["checkpoints"] = {"train_step": _checkpoints(run.jaxpr.jaxpr, {}), "remat_loss": _checkpoints(alone, {})}
+            out["segments"] = {"train_step": _segments(run.jaxpr.jaxpr, {}), "remat_loss": _segments(alone, {})}
             out["outside_checkpoints"] = {"train_step": _outside_checkpoints(run.jaxpr.jaxpr),
                                           "remat_loss": _outside_checkpoints(alone)}
     if run.error is not None:
@@ -278,6 +292,45 @@ def _checkpoints(jaxpr, found: dict) -> dict:
         for sub in jaxcompat.jaxprs_in_params(eqn.params):
             _checkpoints(getattr(sub, "jaxpr", sub), found)
     return found
+
+
+def _segments(jaxpr, found: dict, times: int = 1) -> dict:
+    """What each checkpoint (remat) equation of ``jaxpr`` holds of the blocks, sub-jaxprs included:
+    ``"<runs joined by +> block(s), <policy> policy"`` -> how many such checkpoints run (a
+    checkpoint in a ``scan`` runs once per trip).  ``runs``: the blocks' ``tanh``s the checkpoint
+    recomputes, split at each ``checkpoint_name`` (the boundaries a names policy saves) -- forward
+    work, the same whatever transformation differentiates it (its matmuls are not: ``jax.grad``
+    in ``params`` alone skips the first segment's input cotangent).  The number of checkpoints
+    cannot tell segments of [2, 2, 2] blocks from [1, 1, 4]; this can."""
+    for eqn in jaxpr.eqns:
+        name = ir.primitive_name(eqn.primitive)
+        if name in jaxcompat.REMAT_PRIMITIVES:
+            runs = [0]
+            for sub in jaxcompat.jaxprs_in_params(eqn.params):
+                _block_runs(getattr(sub, "jaxpr", sub), runs, 1)
+            policy = eqn.params.get("policy")
+            policy = "the default" if policy is None else _ADDRESS.sub("", repr(policy))[:200]
+            key = f"{'+'.join(str(n) for n in runs)} block(s), {policy} policy"
+            found[key] = found.get(key, 0) + times
+        inner = times * max(int(eqn.params.get("length", 1)), 1) if name == "scan" else times
+        for sub in jaxcompat.jaxprs_in_params(eqn.params):
+            _segments(getattr(sub, "jaxpr", sub), found, inner)
+    return found
+
+
+def _block_runs(jaxpr, runs: list, times: int) -> list:
+    """``runs`` extended with ``jaxpr``'s ``tanh``s in program order (times the ``scan`` trips
+    around them), a new run at each ``checkpoint_name`` (primitive ``name``)."""
+    for eqn in jaxpr.eqns:
+        name = ir.primitive_name(eqn.primitive)
+        if name == "tanh":
+            runs[-1] += times
+        elif name == "name":
+            runs.append(0)
+        inner = times * max(int(eqn.params.get("length", 1)), 1) if name == "scan" else times
+        for sub in jaxcompat.jaxprs_in_params(eqn.params):
+            _block_runs(getattr(sub, "jaxpr", sub), runs, inner)
+    return runs
 
 
 def _outside_checkpoints(jaxpr, found: dict | None = None, inside: bool = False) -> dict:
