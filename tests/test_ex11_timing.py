@@ -13,6 +13,16 @@ from grader.exercises.ex11_cost import probes as probe
 MS = 1e-3
 
 
+class Ctx:
+    """What a probe sees of the learner's module: ``function(name)`` gives the one function."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def function(self, name):
+        return self.fn
+
+
 def timing(light, heavy, *, probe_light=(60 * MS, 0.06 * MS), probe_heavy=(60 * MS, 0.8 * MS),
            evidence=None):
     """A probe result: the grader's (compile, run) before and after, the learner's pair, and
@@ -37,13 +47,6 @@ def test_times_without_compiling_fn_are_not_measurements(evidence):
 def test_the_probe_sees_whether_benchmark_compiled_fn():
     """The evidence comes from JAX's own caches, read around the learner's call."""
     import numpy as np
-
-    class Ctx:
-        def __init__(self, fn):
-            self.fn = fn
-
-        def function(self, name):
-            return self.fn
 
     def honest(fn, *args, repeats=5):
         jax.jit(fn).lower(*args).compile()
@@ -83,13 +86,6 @@ def test_the_probe_counts_only_real_runs_of_the_counted_copy():
     """The heavy workload's second copy records each run in its program: a compiled run, a
     jitted wrapper's or an eager call's record counts; a benchmark that compiles but never
     runs fn, or one that makes records up (the right type, the wrong bytes), counts 0."""
-    class Ctx:
-        def __init__(self, fn):
-            self.fn = fn
-
-        def function(self, name):
-            return self.fn
-
     def runs_each(fn, *args, repeats=5):
         compiled = jax.jit(fn).lower(*args).compile()
         jax.block_until_ready(compiled(*args))
