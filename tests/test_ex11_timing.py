@@ -128,7 +128,7 @@ def codes(problems):
 
 def compiles_scaled(t):
     """``t`` with the light workload's compiles four times the heavy one's, the grader's and the
-    learner's (as measured: six small layers compile slower than one large one), so the
+    learner's (as measured: eight small layers compile slower than one large one), so the
     compile-scaling rule is judged and holds."""
     for entry in t["light"]["probe"]:
         entry["compile"] *= 4
@@ -149,7 +149,7 @@ def test_honest_benchmarks_pass_even_when_slowed_or_quick():
 
 
 def test_compile_times_must_follow_the_program():
-    """The light workload's six layers take longer to compile than the heavy one's single
+    """The light workload's eight layers take longer to compile than the heavy one's single
     layer: a compile time that does not follow (a constant) is caught whenever the grader's own
     compiles scaled, an honest one (even slowed) passes, and nothing is judged when the
     grader's own compiles did not scale (a busy machine)."""

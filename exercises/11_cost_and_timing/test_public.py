@@ -75,6 +75,6 @@ def test_benchmark_small(submission):
                                 "compile_in_run": "warm up (and compile) before timing the runs",
                                 "no_scaling": "time fn(*args) itself, every call",
                                 "low": "jax.jit is lazy: time .lower(*args).compile() (or the first call)",
-                                "no_compile_scaling": "time the compile of fn itself: the six-layer light workload "
+                                "no_compile_scaling": "time the compile of fn itself: the eight-layer light workload "
                                                       "takes longer to compile than the one-layer heavy one",
                                 "high": "time only the compile, once"}[problems[0][0]])

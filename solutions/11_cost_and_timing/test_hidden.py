@@ -229,7 +229,7 @@ def test_compile_time_honest(timing):
     if problems and problems[0][0] == "no_compile_scaling":
         raise CheckFailed(
             "benchmark's compile times do not follow the program", measured="\n".join(t for _, t in problems),
-            expected="the light workload (six layers) taking longer to compile than the heavy one (one layer), "
+            expected="the light workload (eight layers) taking longer to compile than the heavy one (one layer), "
                      "as the grader's own compiles do",
             diagnosis="your compile time did not grow with the program to compile: it was not measured around "
                       "the compile of fn (a constant, or a time taken of something else)",
