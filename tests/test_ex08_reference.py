@@ -292,3 +292,23 @@ def test_a_loss_that_several_pairs_of_masks_give_is_no_evidence_of_dependence():
         ref.judge_masks_independent(ref.mask_pair_ids(candidates, candidates[first, rolled], "layers"), rate, width,
                                     "layers", candidates)
     assert ref.match_chance(candidates, rate) > 1.5 * (((1 - rate) ** 2 + rate ** 2) ** width) ** 2
+
+
+def test_one_mask_under_every_key_fails_however_likely_that_mask_is():
+    """A fixed key gives one mask (or pair) under every key.  That fails whenever independent
+    draws would agree so often less than once in a million times -- judged on every key, also
+    where the pair is a likely ("heavy") one that the repeat count leaves out -- and never where
+    one agreement is the likely outcome."""
+    from grader.feedback import CheckFailed
+
+    width, rate, n = 3, 0.3, 32
+    size = 2 ** width
+    candidates = np.random.default_rng(5).normal(size=(size, size))
+    all_kept = size - 1  # both layers keep every unit: a pair with chance 0.7**6, above LIGHT
+    assert ref.id_chance(((all_kept, all_kept),), ref._mask_chances(candidates, rate), "layers") > ref.LIGHT
+    same = ref.mask_pair_ids(candidates, [candidates[all_kept, all_kept]] * n, "layers")
+    with pytest.raises(CheckFailed, match="do not change with the key"):
+        ref.judge_masks_independent(same, rate, width, "layers", candidates)
+    with pytest.raises(CheckFailed, match="do not change with the key"):
+        ref.judge_dropout_masks([{0: True, 1: True, 2: True}] * n, 0.2)  # 0.8**3 per key: 0.512**31 together
+    ref.judge_masks_change_with_key([{0: True}] * 3, 0.9, "masks", "loss_fn's dropout", "")  # 0.81: likely

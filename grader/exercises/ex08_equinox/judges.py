@@ -191,16 +191,9 @@ def judge_dropout_masks(masks: list, rate: float, source: str = "loss_fn") -> No
                        + "the randomness is not dropout (noise that never zeroes a unit, or kept units not "
                          "rescaled)"),
             advice=advice)
-    if len(masks) >= 8 and all(m == masks[0] for m in masks):  # independent draws: chance < 0.6**(3 * 7)
-        raise CheckFailed(
-            f"the dropout masks{' of train_step' if source == 'train_step' else ''} do not change with the key: "
-            f"all {len(masks)} keys gave the same mask",
-            measured=f"one mask under {len(masks)} keys", expected="a mask drawn from each key",
-            diagnosis=f"in training mode {source}'s dropout does not draw from the key it is given (a fixed key, "
-                      "NumPy's generator, or a pattern): "
-                      + ("under jit a mask made outside JAX is fixed when the step compiles, the same on every step"
-                         if source == "train_step" else "every call drops the same units"),
-            advice=advice)
+    mask_chance = float(np.prod([1.0 - rate if kept else rate for kept in masks[0].values()])) if masks else 1.0
+    judge_masks_change_with_key(masks, mask_chance, f"the dropout masks{' of train_step' * (source == 'train_step')}",
+                                f"{source}'s dropout", advice)
     seen = [kept for m in masks for kept in m.values()]
     n = len(seen)
     dropped = sum(1 for kept in seen if not kept) / max(n, 1)
@@ -328,6 +321,30 @@ def judge_static_activation(view: dict) -> None:
             advice="declare `activation: str = eqx.field(static=True)` and store the name ('tanh' or 'relu') in it")
 
 
+#: One mask (or pair of masks) under every key is accused only where independent draws give it
+#: less often than this.
+SAME_UNDER_EVERY_KEY = 1e-6
+
+
+def judge_masks_change_with_key(masks: list, chance: float, what: str, whose: str, advice: str) -> None:
+    """Fails when every key gave the same mask (``masks``: one entry per key, comparable with
+    ``==``) and independent draws would do that less than once in a million times: ``chance``
+    is the chance of that mask under one key, so all n agree with chance ``chance ** (n - 1)``.
+    A fixed key, NumPy's generator or a pattern gives one mask; under jit, a mask made outside
+    JAX is fixed once the step compiles."""
+    n = len(masks)
+    if n < 2 or any(m != masks[0] for m in masks) or chance ** (n - 1) >= SAME_UNDER_EVERY_KEY:
+        return
+    raise CheckFailed(
+        f"{what} do not change with the key: all {n} keys gave the same",
+        measured=f"one mask under {n} keys; independent draws agree that often with chance {chance ** (n - 1):.1e}",
+        expected="a mask drawn from each key",
+        diagnosis=f"in training mode {whose} does not draw from the key it is given (a fixed key, NumPy's generator, "
+                  "or a pattern): under jit a mask made outside JAX is fixed when the step compiles, the same on "
+                  "every step",
+        advice=advice)
+
+
 def poisson_tail(mean: float, k: int) -> float:
     """P(X >= k) for X ~ Poisson(mean), in log space (no overflow however large k is)."""
     import math
@@ -350,12 +367,17 @@ def judge_masks_independent(ids: list, rate: float, width: int, between: str,
     (the losses of every pair of masks): the chance is then ``match_chance``, which counts
     pairs whose losses cannot be told apart as one -- honest keys naming one such set of
     pairs were counted as repeats against the smaller q**2, and accused."""
-    import math
-
     seen = [i for i in ids if i is not None]
     n = len(seen)
-    if candidates is not None:  # heavy sets left out (LIGHT), on both sides of the comparison
-        chances = _mask_chances(candidates, rate)  # once: 4**width pairs
+    chances = _mask_chances(candidates, rate) if candidates is not None else None  # once: 4**width pairs
+    # every key naming one set, however likely that set: judged before heavy sets are left out
+    one_set = id_chance(seen[0], chances, between) if seen and chances is not None else \
+        max(rate, 1.0 - rate) ** (2 * width)  # without the candidates: the likeliest pair of masks
+    judge_masks_change_with_key(seen, one_set, {"layers": "the two hidden layers' dropout masks",
+                                                 "examples": "the two examples' dropout masks"}[between], "loss_fn's dropout",
+                                "split the key passed to loss_fn (one per example, then one per hidden layer) and "
+                                "hand each Dropout its own")
+    if chances is not None:  # heavy sets left out (LIGHT), on both sides of the comparison
         seen = [i for i in seen if id_chance(i, chances, between) <= LIGHT]
         chance = match_chance(candidates, rate, chances=chances)
     else:
@@ -364,14 +386,6 @@ def judge_masks_independent(ids: list, rate: float, width: int, between: str,
     collisions = sum(1 for a in range(len(seen)) for b in range(a + 1, len(seen)) if seen[a] == seen[b])
     expected = n * (n - 1) / 2 * chance
     tail = poisson_tail(expected, collisions)
-    if n >= 3 and collisions == n * (n - 1) // 2:
-        raise CheckFailed(
-            "the dropout masks do not change with the key: every key gave the same masks",
-            measured=f"the same pair of masks under all {n} keys", expected="masks drawn from the key passed in",
-            diagnosis="in training mode the dropout masks do not come from the key loss_fn is given (a fixed key, "
-                      "NumPy's generator, or a pattern): under jit they are the same on every step",
-            advice="split the key passed to loss_fn (one per example, then one per hidden layer) and hand each "
-                   "Dropout its own")
     if collisions >= 3 and tail < 1e-6:
         what = {"layers": ("the two hidden layers' masks", "hidden layer",
                            "split the key into one key per hidden layer and give each layer's dropout its own"),
