@@ -105,6 +105,13 @@ def plain_sequence(value: Any) -> list | tuple | None:
     return None
 
 
+def as_plain_sequence(value: Any) -> Any:
+    """``value`` with a tuple subclass (a namedtuple) replaced by the plain tuple of its items
+    (``plain_sequence``); anything else unchanged: what a probe checks a returned tuple on."""
+    seq = plain_sequence(value)
+    return value if seq is None else seq
+
+
 def to_plain(value: Any, where: str = "result", _depth: int = 0, *, max_elements: int | None = None,
              _budget: _Budget | None = None) -> Any:
     """Convert ``value`` to JSON-ready plain data, refusing anything unexpected, and (with

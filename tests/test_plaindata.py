@@ -47,6 +47,7 @@ def test_a_namedtuple_travels_as_the_plain_tuple_of_its_items_without_running_it
     assert roundtrip(Liar((1, 2))) == (1, 2)
     assert plaindata.plain_sequence(Liar((4,))) == (4,) and plaindata.plain_sequence([1]) == [1]
     assert plaindata.plain_sequence({"a": 1}) is None and plaindata.plain_sequence("ab") is None
+    assert type(plaindata.as_plain_sequence(Pair(1, 2))) is tuple and plaindata.as_plain_sequence("ab") == "ab"
 
 
 def test_non_finite_floats_survive():

@@ -41,7 +41,7 @@ from jax.sharding import Mesh as _Mesh
 from jax.sharding import NamedSharding as _NamedSharding
 from jax.sharding import PartitionSpec as _PartitionSpec
 
-from grader.plaindata import plain_sequence as _plain_sequence
+from grader.plaindata import as_plain_sequence as _as_plain_sequence
 from grader.layouts import sharding_record as _sharding_record
 from grader.probes.errors import type_name as _type_name
 
@@ -101,7 +101,8 @@ def run_on_mesh(ctx, mesh_shape, x, w1, w2) -> dict:
     result = {"mesh": described, "compiled": False}
     host = (x, w1, w2)
     placed = ctx.function("shard_inputs")(mesh, x, w1, w2)
-    items = list(_plain_sequence(placed)) if _plain_sequence(placed) is not None else None
+    placed = _as_plain_sequence(placed)  # a NamedTuple is a tuple
+    items = list(placed) if type(placed) in (list, tuple) else None
     result["returned"] = {
         "type": _type_name(placed),
         "items": None if items is None else [

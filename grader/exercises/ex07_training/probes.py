@@ -53,7 +53,7 @@ import numpy as np
 import optax
 from jax import stages as _stages
 
-from grader.plaindata import plain_sequence as _plain_sequence
+from grader.plaindata import as_plain_sequence as _as_plain_sequence
 from grader import ir as _ir
 from grader import jaxcompat
 from grader.compiles import CompileRecorder
@@ -199,7 +199,7 @@ def step_once(ctx, hyper, params, adam, x, y) -> dict:
     if state is None:
         return {**_wrong_adam(shapes), "constants": _constants(ctx)}
     out = _block(ctx.function("train_step")(params, state, _device_put(x), _device_put(y)))
-    out = out if _plain_sequence(out) is None else _plain_sequence(out)  # a NamedTuple is a tuple
+    out = _as_plain_sequence(out)  # a NamedTuple is a tuple
     if type(out) not in (tuple, list) or len(out) != 3:
         return {"adam_states": 1, "returned": f"{type(out).__name__}" + (
             f" of {len(out)}" if type(out) in (tuple, list) else ""), "constants": _constants(ctx)}

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from grader.plaindata import plain_sequence as _plain_sequence
+from grader.plaindata import as_plain_sequence as _as_plain_sequence
 from grader.compiles import CompileRecorder
 from grader.exercises.ex13_pytrees import trees
 from grader.probes import module_state
@@ -71,7 +71,7 @@ def norm_of(ctx, desc: dict) -> dict:
 
 def ravel_of(ctx, desc: dict, new_vec: np.ndarray) -> dict:
     out = ctx.function("ravel")(_tree(desc))
-    out = out if _plain_sequence(out) is None else _plain_sequence(out)  # a NamedTuple is a tuple
+    out = _as_plain_sequence(out)  # a NamedTuple is a tuple
     if type(out) not in (tuple, list) or len(out) != 2 or not callable(out[1]):
         return {"error": "ravel should return a pair (vec, unravel) whose second item is a function",
                 "got": _plain(out) if type(out) not in (tuple, list) else {"kind": type(out).__name__, "items": [
@@ -150,7 +150,7 @@ def pure_run(ctx, w, batches: list, lrs: list, record: bool = False) -> dict:
     with CompileRecorder(ctx.roots, explain_cache_misses=True) as rec:
         for (x, y), lr in zip(data, lrs):
             out = step(w, count, x, y, float(lr))
-            out = out if _plain_sequence(out) is None else _plain_sequence(out)
+            out = _as_plain_sequence(out)
             if type(out) not in (tuple, list) or len(out) != 2:
                 states.append({"error": _plain(out) if type(out) not in (tuple, list) else
                                {"kind": type(out).__name__, "items": len(out)}})

@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from grader.plaindata import plain_sequence as _plain_sequence
+from grader.plaindata import as_plain_sequence as _as_plain_sequence
 from grader import ir, jaxcompat
 from grader.probes.errors import first_line_or_unimplemented as _first_line
 from grader.probes.generic import traced_run
@@ -108,14 +108,15 @@ def plain(value, depth: int = 0):
     lists, tuples and dicts with string keys kept; anything else as ``{"type": name}``."""
     if depth > MAX_DEPTH:
         return {"type": "too deep"}
+    value = _as_plain_sequence(value)  # a NamedTuple is a tuple
     if is_typed_key(value):
         return {"key": key_facts(value)}
     if isinstance(value, _Array):
         return _asarray(value)
     if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
         return value.copy()
-    if _plain_sequence(value) is not None:
-        return [plain(v, depth + 1) for v in _plain_sequence(value)]
+    if type(value) in (list, tuple):
+        return [plain(v, depth + 1) for v in value]
     if type(value) is dict and all(type(k) is str for k in value):
         return {k: plain(v, depth + 1) for k, v in value.items()}
     if type(value) in (bool, int, float) or value is None:
@@ -166,7 +167,7 @@ def _to_jax(tree):
 
 def _epoch_facts(out) -> dict:
     """(params, key, masks) as plain data; the key object itself kept aside for chaining."""
-    out = out if _plain_sequence(out) is None else _plain_sequence(out)  # a NamedTuple is a tuple
+    out = _as_plain_sequence(out)  # a NamedTuple is a tuple
     if type(out) not in (tuple, list) or len(out) != 3:
         return {"shape_error": f"train_epoch returned {plain(out) if type(out) in (tuple, list) else type(out).__name__}"
                                f" (expected a tuple (params, key, masks))"}
