@@ -98,7 +98,7 @@ def walk_equations(jaxpr):
                 stack.append(_inner(sub))
 
 
-def _trips(jaxpr):
+def equations_with_trips(jaxpr):
     """Every equation of ``jaxpr`` and its sub-jaxprs with how many times it runs per run of
     ``jaxpr`` -- the product of the lengths of the ``scan``s it sits in -- and whether it sits in
     a ``while`` loop (whose trip count the program does not state: counted once):
@@ -120,7 +120,7 @@ def elements_computed(jaxpr) -> int:
     counts once: its trip count is not in the program; every branch of a ``cond`` counts).
     A measure of a program's work, to tell a program that does a computation from a token
     one compiled beside it (``grader.traced_work.expect_compiled_work``)."""
-    return sum(times * sum(_elements(v) for v in eqn.outvars) for eqn, _, times, _ in _trips(jaxpr))
+    return sum(times * sum(_elements(v) for v in eqn.outvars) for eqn, _, times, _ in equations_with_trips(jaxpr))
 
 
 #: Primitives that move, reshape or re-type a value without computing anything from it.
@@ -449,7 +449,7 @@ def shard_map_matmul_flops(jaxpr) -> dict:
     for eqn in walk_equations(jaxpr):
         if primitive_name(eqn.primitive) != jaxcompat.SHARD_MAP_PRIMITIVE:
             continue
-        for inner, name, times, looped in _trips(eqn.params["jaxpr"]):
+        for inner, name, times, looped in equations_with_trips(eqn.params["jaxpr"]):
             if name == "dot_general":
                 flops += times * _matmul_flops(inner)
                 in_while += looped

@@ -268,8 +268,8 @@ def step_primitives(ctx, params, momentum, x, y, lr: float, beta: float) -> dict
         if alone is not None and not out["head_inside"]:  # the step's remat_loss, y followed through it
             out["head_inside"] = _head_in_a_checkpoint(alone, _labels(alone.invars, n_params), follow=True)
         if alone is not None:
-            out["checkpoints"] = {"train_step": _checkpoints(run.jaxpr.jaxpr, {}), "remat_loss": _checkpoints(alone, {})}
-            out["segments"] = {"train_step": _segments(run.jaxpr.jaxpr, {}), "remat_loss": _segments(alone, {})}
+            out["checkpoints"] = {"train_step": _checkpoints(run.jaxpr.jaxpr), "remat_loss": _checkpoints(alone)}
+            out["segments"] = {"train_step": _segments(run.jaxpr.jaxpr), "remat_loss": _segments(alone)}
             out["outside_checkpoints"] = {"train_step": _outside_checkpoints(run.jaxpr.jaxpr),
                                           "remat_loss": _outside_checkpoints(alone)}
     if run.error is not None:
@@ -282,39 +282,40 @@ def step_primitives(ctx, params, momentum, x, y, lr: float, beta: float) -> dict
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 
-def _checkpoints(jaxpr, found: dict) -> dict:
+def _checkpoint_equations(jaxpr) -> list:
+    """Every checkpoint (remat) equation of ``jaxpr``, sub-jaxprs included, with how many times
+    it runs (a checkpoint in a ``scan`` runs once per trip: ``ir.equations_with_trips``)."""
+    return [(eqn, times) for eqn, name, times, _ in ir.equations_with_trips(jaxpr)
+            if name in jaxcompat.REMAT_PRIMITIVES]
+
+
+def _checkpoints(jaxpr) -> dict:
     """How many checkpoint (remat) equations ``jaxpr`` holds, sub-jaxprs included, by policy (as
     text, without object addresses)."""
-    for eqn in jaxpr.eqns:
-        if ir.primitive_name(eqn.primitive) in jaxcompat.REMAT_PRIMITIVES:
-            policy = _ADDRESS.sub("", repr(eqn.params.get("policy")))[:200]
-            found[policy] = found.get(policy, 0) + 1
-        for sub in jaxcompat.jaxprs_in_params(eqn.params):
-            _checkpoints(getattr(sub, "jaxpr", sub), found)
+    found: dict = {}
+    for eqn, _ in _checkpoint_equations(jaxpr):
+        policy = _ADDRESS.sub("", repr(eqn.params.get("policy")))[:200]
+        found[policy] = found.get(policy, 0) + 1
     return found
 
 
-def _segments(jaxpr, found: dict, times: int = 1) -> dict:
+def _segments(jaxpr) -> dict:
     """What each checkpoint (remat) equation of ``jaxpr`` holds of the blocks, sub-jaxprs included:
-    ``"<runs joined by +> block(s), <policy> policy"`` -> how many such checkpoints run (a
-    checkpoint in a ``scan`` runs once per trip).  ``runs``: the blocks' ``tanh``s the checkpoint
-    recomputes, split at each ``checkpoint_name`` (the boundaries a names policy saves) -- forward
-    work, the same whatever transformation differentiates it (its matmuls are not: ``jax.grad``
-    in ``params`` alone skips the first segment's input cotangent).  The number of checkpoints
-    cannot tell segments of [2, 2, 2] blocks from [1, 1, 4]; this can."""
-    for eqn in jaxpr.eqns:
-        name = ir.primitive_name(eqn.primitive)
-        if name in jaxcompat.REMAT_PRIMITIVES:
-            runs = [0]
-            for sub in jaxcompat.jaxprs_in_params(eqn.params):
-                _block_runs(getattr(sub, "jaxpr", sub), runs, 1)
-            policy = eqn.params.get("policy")
-            policy = "the default" if policy is None else _ADDRESS.sub("", repr(policy))[:200]
-            key = f"{'+'.join(str(n) for n in runs)} block(s), {policy} policy"
-            found[key] = found.get(key, 0) + times
-        inner = times * max(int(eqn.params.get("length", 1)), 1) if name == "scan" else times
+    ``"<runs joined by +> block(s), <policy> policy"`` -> how many such checkpoints run.
+    ``runs``: the blocks' ``tanh``s the checkpoint recomputes, split at each ``checkpoint_name``
+    (the boundaries a names policy saves) -- forward work, the same whatever transformation
+    differentiates it (its matmuls are not: ``jax.grad`` in ``params`` alone skips the first
+    segment's input cotangent).  The number of checkpoints cannot tell segments of [2, 2, 2]
+    blocks from [1, 1, 4]; this can."""
+    found: dict = {}
+    for eqn, times in _checkpoint_equations(jaxpr):
+        runs = [0]
         for sub in jaxcompat.jaxprs_in_params(eqn.params):
-            _segments(getattr(sub, "jaxpr", sub), found, inner)
+            _block_runs(getattr(sub, "jaxpr", sub), runs, 1)
+        policy = eqn.params.get("policy")
+        policy = "the default" if policy is None else _ADDRESS.sub("", repr(policy))[:200]
+        key = f"{'+'.join(str(n) for n in runs)} block(s), {policy} policy"
+        found[key] = found.get(key, 0) + times
     return found
 
 
