@@ -131,14 +131,15 @@ LAYOUT_PRIMITIVES = frozenset({"reshape", "convert_element_type", "squeeze", "ex
 CONTROL_FLOW_PRIMITIVES = frozenset({"cond", "while", "scan"})
 
 
-def flat_equations(jaxpr) -> tuple[list, list, list]:
+def flat_equations(jaxpr, keep: bool = False) -> tuple[list, list, list]:
     """``jaxpr`` with its nested calls (``jit``, ``closed_call``, ``checkpoint``, ``custom_jvp``,
     ``custom_vjp``, ``shard_map``: any equation but control flow whose one sub-program takes the
     equation's inputs in order) inlined: ``(equations, inputs, outputs)``, each equation a
     ``(name, input keys, output keys)`` and each value named by a key (the ``id`` of the variable
     that holds it at the outermost level it reaches; ``None`` for a literal).
     Control flow (``CONTROL_FLOW_PRIMITIVES``) stays one equation, so a value computed inside a
-    branch is not one of the flattened program's: what runs on every path is what is listed."""
+    branch is not one of the flattened program's: what runs on every path is what is listed.
+    ``keep``: each equation carries the equation object too, ``(name, ins, outs, eqn)``."""
     literal = jaxcompat.literal_class()
     eqns: list = []
     root = _inner(jaxpr)
@@ -159,7 +160,8 @@ def flat_equations(jaxpr) -> tuple[list, list, list]:
                 for out, res in zip(eqn.outvars, body.outvars):
                     names[id(out)] = key(res, inner)
                 continue
-            eqns.append((name, ins, [id(out) for out in eqn.outvars]))
+            outs = [id(out) for out in eqn.outvars]
+            eqns.append((name, ins, outs, eqn) if keep else (name, ins, outs))
 
     top: dict = {}  # the outermost level's own names (its outputs that an inlined call returned)
     walk(root, top)
@@ -180,6 +182,31 @@ def inputs_reaching(jaxpr, primitive: str) -> list[int]:
         if name in LAYOUT_PRIMITIVES and ins and ins[0] in carried:
             carried.update((k, carried[ins[0]]) for k in outs)
     return sorted(found)
+
+
+def bypassing(jaxpr, primitive: str) -> list[str]:
+    """The primitives through which the program's outputs depend on its inputs along a path that
+    passes no equation of ``primitive`` (nested calls inlined; inside control flow, a sub-program
+    whose outputs depend on any of its inputs that way counts as such a path): empty when every
+    dependence of an output on an input goes through ``primitive``.  Applied to the linear
+    program of a ``jax.vjp`` with ``custom_lin``, it says whether a derivative comes from a
+    ``jax.custom_vjp`` rule alone or also from JAX's own derivative of other operations."""
+    eqns, inputs, outputs = flat_equations(jaxpr, keep=True)
+    tainted, path = set(inputs), []
+    for name, ins, outs, eqn in eqns:
+        if name == primitive or not any(k in tainted for k in ins):
+            continue
+        if name in CONTROL_FLOW_PRIMITIVES:
+            inner = [n for sub in jaxcompat.jaxprs_in_params(eqn.params) for n in bypassing(sub, primitive)]
+            if not inner:
+                continue
+            path.extend(inner)
+        else:
+            path.append(name)
+        tainted.update(outs)
+    if not any(k in tainted for k in outputs):
+        return []
+    return path or ["the input itself"]  # an output that is an input, moved by nothing
 
 
 def work_outside_control_flow(jaxpr, data: tuple[int, ...]) -> list[str]:

@@ -65,6 +65,9 @@ SCAN_PRIMITIVE = "scan"
 RANDOM_BITS_PRIMITIVES = ("random_bits", "threefry2x32")
 #: A function defined with ``jax.custom_vjp``, as its jaxpr shows it (older JAX: ``..._jaxpr``).
 CUSTOM_VJP_PRIMITIVES = ("custom_vjp_call", "custom_vjp_call_jaxpr")
+#: A ``jax.custom_vjp`` rule in the linear program of a ``jax.vjp`` or ``jax.linearize``: the
+#: tangent goes in, and the backward rule is what transposing it runs.
+CUSTOM_LIN_PRIMITIVE = "custom_lin"
 
 
 #: JAX's classes whose objects the probes read after the learner's code ran (with their bases
@@ -78,6 +81,8 @@ MEASURED_CLASSES = (
     # ``devices_indices_map``, ``shard_shape``) and off a Pallas call's parameters
     "jax._src.array:ArrayImpl", "jax._src.sharding:Sharding", "jax._src.mesh:Mesh", "jax._src.mesh:AbstractMesh",
     "jax._src.pallas.core:GridMapping", "jax._src.pallas.core:BlockMapping", "jax._src.pallas.core:BlockSpec",
+    # a jax.vjp pull-back, whose linear program ``vjp_linear_jaxpr`` reads
+    "jax._src.api:VJP",
 )
 
 _JAXPR_TYPES: tuple = ()  # (Jaxpr, ClosedJaxpr): bound in a worker before learner code (grader.sandbox.pins)
@@ -116,6 +121,20 @@ def jaxprs_in_params(params) -> list:
             elif isinstance(v, closed):
                 out.append(v.jaxpr)
     return out
+
+
+def vjp_linear_jaxpr(pullback):
+    """The linear program a ``jax.vjp`` pull-back transposes when it is called (tangents in,
+    tangents out, residuals as its constants), or None where it cannot be found.  JAX 0.10.2's
+    pull-back is a ``VJP`` object whose ``fun`` is a ``functools.partial`` holding that ``Jaxpr``
+    among its arguments: internal, so read here only."""
+    jaxpr, closed = _JAXPR_TYPES or jaxpr_types()
+    for arg in getattr(getattr(pullback, "fun", None), "args", ()):
+        if isinstance(arg, closed):
+            return arg.jaxpr
+        if isinstance(arg, jaxpr):
+            return arg
+    return None
 
 
 def shard_map_checks_vma(params) -> bool:

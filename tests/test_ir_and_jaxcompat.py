@@ -267,6 +267,32 @@ def test_custom_vjp_primitive_and_largest_value():
     assert hvp["elements"] == 64
 
 
+def test_a_vjp_pullback_shows_whether_its_derivative_goes_through_a_custom_vjp_rule_alone():
+    @jax.custom_vjp
+    def rowwise(x):
+        return jnp.tanh(x)
+
+    rowwise.defvjp(lambda x: (jnp.tanh(x), jnp.tanh(x)), lambda y, g: (g * (1 - y * y),))
+
+    def through(f, x):
+        _, pullback = jax.vjp(f, x)
+        linear = jaxcompat.vjp_linear_jaxpr(pullback)
+        assert linear is not None and ir.primitive_counts(linear).get(jaxcompat.CUSTOM_LIN_PRIMITIVE, 0) <= 1
+        return ir.bypassing(linear, jaxcompat.CUSTOM_LIN_PRIMITIVE)
+
+    x = jnp.linspace(-1.0, 1.0, 12).reshape(3, 4)
+    # the rule alone, however it is wrapped, moved or mapped: nothing bypasses it
+    for honest in (rowwise, jax.jit(rowwise), jax.checkpoint(rowwise), lambda v: rowwise(v.astype(jnp.float32) * 2.0),
+                   lambda v: jax.lax.map(rowwise, v), lambda v: jax.vmap(rowwise)(v)):
+        assert through(honest, x) == []
+    # JAX's own derivative, alone or beside a rule fed stop_gradient(x) or scaled by zero
+    assert "mul" in through(lambda v: jnp.tanh(v) * 1.0, x)
+    assert through(lambda v: rowwise(jax.lax.stop_gradient(v)) + (v - jax.lax.stop_gradient(v)), x)
+    assert through(lambda v: jnp.tanh(v) + 0.0 * rowwise(v), x)
+    # a path that passes no rule inside a loop is seen too
+    assert through(lambda v: jax.lax.map(lambda r: jnp.tanh(r), v), x)
+
+
 def test_key_reuse_checker_traces_and_sees_typed_keys_only():
     check = jaxcompat.key_reuse_checker()
 

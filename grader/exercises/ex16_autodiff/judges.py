@@ -473,7 +473,10 @@ def _judge_softmax_custom_vjp(res: dict, case: dict) -> None:
     """The residual is the output because softmax is a ``jax.custom_vjp`` whose forward rule keeps
     it: a ``custom_vjp_call`` in the program of softmax, traced under ``jax.jit``, that computes the
     softmax.  Plain autodiff of a formulation whose linearisation happens to keep only y (a
-    ``stop_gradient`` construction) is not the custom rule the statement asks for."""
+    ``stop_gradient`` construction) is not the custom rule the statement asks for; nor is a
+    ``custom_vjp`` kept beside such a construction (fed ``stop_gradient(x)``, or added times
+    zero): the derivative ``jax.vjp`` gives must go through the rule alone, read from the very
+    pull-back whose values and residuals the other checks judged (``bypass``)."""
     advice = ("decorate softmax with @jax.custom_vjp and register (forward, backward) with defvjp: the forward rule "
               "returns (y, y), the backward rule y * (g - sum(g * y, axis=-1, keepdims=True))")
     if "jaxpr_error" not in res:
@@ -490,3 +493,14 @@ def _judge_softmax_custom_vjp(res: dict, case: dict) -> None:
                     "forward is written, not a jax.custom_vjp rule, even where that derivative keeps only the output",
                     advice, measured=res.get("jaxpr_error", "no custom_vjp_call"),
                     expected="a custom_vjp_call (softmax defined with jax.custom_vjp)")
+    bypass = res.get("bypass")
+    if "bypass_error" in res or bypass:
+        raise _fail("softmax's derivative does not go through its custom_vjp rule alone",
+                    "jax.vjp(softmax, x) carries x's tangent to the output along a path that passes no custom_vjp "
+                    "rule: part or all of the derivative is JAX's own derivative of other operations (a "
+                    "stop_gradient construction, say), and the custom_vjp rule is beside it rather than the one "
+                    "the backward pass runs",
+                    "let the custom_vjp function take x itself (not stop_gradient(x)) and return the softmax: "
+                    "softmax = the custom_vjp function, with nothing computed from x beside it",
+                    measured=res.get("bypass_error") or f"the tangent reaches the output through {', '.join(bypass)}",
+                    expected="every path from x's tangent to the output through the custom_vjp rule")

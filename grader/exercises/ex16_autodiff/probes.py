@@ -81,6 +81,7 @@ _compile = _stages.Lowered.compile
 _cost_analysis = _stages.Compiled.cost_analysis
 _asarray = np.asarray
 _CUSTOM_VJP = jaxcompat.CUSTOM_VJP_PRIMITIVES
+_CUSTOM_LIN = jaxcompat.CUSTOM_LIN_PRIMITIVE
 MAX_LEAVES = 16
 
 
@@ -275,6 +276,7 @@ def softmax_values(ctx, cases: list) -> list:
         try:
             y, pullback = _vjp(fn, x)
             res["y"] = _array(_block(y))
+            res.update(_rule_bypass(pullback))
             ct = pullback(g)
             res["ct"] = _array(_block(ct[0] if isinstance(ct, tuple) and len(ct) == 1 else ct))
             leaves = _leaves(pullback)
@@ -291,6 +293,20 @@ def softmax_values(ctx, cases: list) -> list:
     for res in out:
         res["state_changed"] = changed
     return out
+
+
+def _rule_bypass(pullback) -> dict:
+    """Whether the derivative that pull-back gives goes through a ``jax.custom_vjp`` rule alone:
+    the primitives of its linear program through which the output's tangent depends on the
+    input's without passing a rule (``bypass``; empty when it goes through rules only), read
+    before the pull-back runs any of the learner's code."""
+    try:
+        linear = jaxcompat.vjp_linear_jaxpr(pullback)
+        if linear is None:
+            return {"bypass_error": "the pull-back's linear program could not be read on this JAX"}
+        return {"bypass": ir.bypassing(linear, _CUSTOM_LIN)[:20]}
+    except Exception as exc:  # noqa: BLE001 - a primitive of the learner's (ir.ForeignPrimitive)
+        return {"bypass_error": _first_line(exc)}
 
 
 def _custom_vjp_facts(fn, x) -> dict:
