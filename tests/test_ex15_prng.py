@@ -68,12 +68,33 @@ def test_init_judges_pass_the_reference_and_catch_reuse_and_scale(seed):
     got = probes.init_values(_ctx(init_mlp=good_init), keys, sizes)
     layers = judges.judge_init_values(got, keys, labels, sizes)[0]
     root = probes.truth_bits(None, keys[0], max(m * n for m, n in zip(sizes[:-1], sizes[1:])))
-    judges.judge_init_independent(layers, root, {})
+    judges.judge_init_independent(layers, root, {}, probes.init_draws(_ctx(init_mlp=good_init), keys[0], sizes))
     same = judges.judge_init_values(probes.init_values(_ctx(init_mlp=same_key_init), keys, sizes), keys, labels,
                                     sizes)[0]
     with pytest.raises(CheckFailed) as err:
-        judges.judge_init_independent(same, root, {})
+        judges.judge_init_independent(same, root, {}, probes.init_draws(_ctx(init_mlp=same_key_init), keys[0], sizes))
     assert "same key" in err.value.diagnosis or "key init_mlp was given" in err.value.diagnosis
+
+    def sliced(key, sizes):  # every layer out of one long draw: values and keys look right
+        shapes = list(zip(sizes[:-1], sizes[1:]))
+        stream, start, out = jax.random.normal(jax.random.split(key)[1], (sum(m * n for m, n in shapes),)), 0, []
+        for m, n in shapes:
+            out.append({"w": stream[start:start + m * n].reshape(m, n) / jnp.sqrt(m), "b": jnp.zeros(n)})
+            start += m * n
+        return out
+
+    one_draw = judges.judge_init_values(probes.init_values(_ctx(init_mlp=sliced), keys, sizes), keys, labels,
+                                        sizes)[0]
+    draws = probes.init_draws(_ctx(init_mlp=sliced), keys[0], sizes)
+    assert draws["draws"] == [[sum(m * n for m, n in zip(sizes[:-1], sizes[1:])), 1]]
+    with pytest.raises(CheckFailed) as err:
+        judges.judge_init_independent(one_draw, root, {}, draws)
+    assert "one draw per layer" in err.value.message
+    with pytest.raises(CheckFailed) as err:  # the draws of another program than the one that gave the layers
+        judges.judge_init_independent(layers, root, {}, {**probes.init_draws(_ctx(init_mlp=good_init), keys[0], sizes),
+                                                         "outputs": probes.init_values(_ctx(init_mlp=sliced), keys[:1],
+                                                                                       sizes)[0]["out"]})
+    assert "traced" in err.value.message
 
     def fan_out(key, sizes):
         return [{**layer, "w": layer["w"] * jnp.sqrt(m / n)} for layer, m, n in
@@ -252,7 +273,7 @@ def test_init_judge_follows_draws_from_a_copy_of_the_key(seed):
     for fn, match in ((negated, "`key` itself"), (uniform_t, "`key` itself"), (mirrored, "the same key")):
         layers = probes.init_values(_ctx(init_mlp=fn), keys[:1], sizes)[0]["out"]
         with pytest.raises(CheckFailed, match=match):
-            judges.judge_init_independent(layers, root, {})
+            judges.judge_init_independent(layers, root, {}, probes.init_draws(_ctx(init_mlp=fn), keys[0], sizes))
 
 
 @jax.numpy_rank_promotion("allow")

@@ -35,7 +35,8 @@ def test_init_mlp_small(submission, truth):
     keys, labels = [KEY, legacy_twin(KEY), dict(KEY), OTHER], ["typed_key", "legacy_key", "repeated_key", "other_key"]
     layers = judge_init_values(submission.probe("ex15_prng:init_values", keys, sizes), keys, labels, sizes)[0]
     judge_init_independent(layers, truth.probe("ex15_prng:truth_bits", KEY, 32 * 64),
-                           submission.probe("ex15_prng:key_reuse", "init_mlp", KEY, sizes))
+                           submission.probe("ex15_prng:key_reuse", "init_mlp", KEY, sizes),
+                           submission.probe("ex15_prng:init_draws", KEY, sizes))
 
 
 def test_dropout_small(submission, truth):

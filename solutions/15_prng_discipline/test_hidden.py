@@ -85,7 +85,7 @@ def test_init_mlp_keys_independent(submission, truth, seed):
     layers = _layers(got.get("out"), sizes, "init_mlp(key, sizes)", "typed")
     root = truth.probe("ex15_prng:truth_bits", keys[0], max(m * n for m, n in zip(sizes[:-1], sizes[1:])))
     reuse = submission.probe("ex15_prng:key_reuse", "init_mlp", keys[0], sizes)
-    judge_init_independent(layers, root, reuse)
+    judge_init_independent(layers, root, reuse, submission.probe("ex15_prng:init_draws", keys[0], sizes))
 
 
 # --- part B: dropout --------------------------------------------------------------------------------

@@ -249,9 +249,9 @@ def judge_init_values(got: list[dict], keys: list[dict], labels: list[str], size
     return results
 
 
-def judge_init_independent(layers: list[dict], root_bits: np.ndarray, reuse: dict) -> None:
-    """No two layers drew from one key, no layer drew from ``key`` itself, and JAX's key-reuse
-    checker saw no key used twice.  ``root_bits``: the random bits ``key`` itself gives, over at
+def judge_init_independent(layers: list[dict], root_bits: np.ndarray, reuse: dict, draws: dict) -> None:
+    """No two layers drew from one key, no layer drew from ``key`` itself, each layer is one draw
+    of its own size (``judge_init_draws``), and JAX's key-reuse checker saw no key used twice.  ``root_bits``: the random bits ``key`` itself gives, over at
     least the largest layer.  By ranks: a layer drawn from ``key`` (negated, scaled, or through
     ``uniform``) rises or falls with its bits, and two layers drawn from one key with each other
     over their common prefix; independent layers of a thousand values do so with a chance far
@@ -279,6 +279,7 @@ def judge_init_independent(layers: list[dict], root_bits: np.ndarray, reuse: dic
                         "a key you split, nor from a copy of it (jax.random.wrap_key_data(jax.random.key_data(key)) "
                         "is the same key)",
                         measured=f"layer {i} is a monotone function of key's bits (chance {chance:.2g})")
+    judge_init_draws(layers, draws)
     if "reuse" in reuse:
         raise _fail(f"JAX's key-reuse checker raised: {reuse['reuse']}",
                     "JAX's key-reuse checker (jax.debug_key_reuse) raised KeyReuseError on init_mlp: a key was used twice "
@@ -286,6 +287,42 @@ def judge_init_independent(layers: list[dict], root_bits: np.ndarray, reuse: dic
                     "every key is consumed by exactly one use: a draw or a split. Split first, then draw each layer "
                     "from its own key; run your code under jax.debug_key_reuse(True) with jax.random.key(0) to see "
                     "where", measured=reuse["reuse"])
+
+
+def judge_init_draws(layers: list[dict], draws: dict) -> None:
+    """Each layer's weights are one draw of exactly its ``m * n`` numbers: the program of
+    ``init_mlp`` (``init_draws``, traced once under jit, whose own output must be the layers the
+    call gave) draws one ``(m, n)`` block per layer and nothing else.  Slicing every layer out of
+    one long draw, or cutting a layer from a later stretch of a longer draw, takes two layers'
+    numbers from one key's stream, which no comparison of values can see."""
+    expect_traced_program_runs(traced_error(draws), "init_mlp", advice=(
+        "build it from JAX operations only: jax.random.split and jax.random.normal"))
+    traced = draws.get("outputs")
+    same = type(traced) is list and len(traced) == len(layers) and all(
+        type(t) is dict and set(t) == {"w", "b"} and all(
+            isinstance(t[k], np.ndarray) and t[k].shape == np.shape(layer[k])
+            and bool(np.allclose(t[k], layer[k], rtol=1e-5, atol=1e-6)) for k in ("w", "b"))
+        for t, layer in zip(traced, layers))  # XLA may fuse the scaling differently: not bit for bit
+    expect_traced_program_computes(same, "init_mlp", "return the same layers for the same key, traced or not",
+                                   expected="the layers init_mlp(key, sizes) gives called on the same key (rtol 1e-5)",
+                                   measured=describe(traced))
+    want: dict = {}
+    for layer in layers:
+        m, n = np.shape(layer["w"])
+        want[m * n] = want.get(m * n, 0) + 1
+    got = {int(size): int(count) for size, count in draws.get("draws", [])}
+    if got != want or draws.get("in_while"):
+        def words(table):
+            return ", ".join(f"{c} of {s} numbers" for s, c in sorted(table.items())) or "none"
+        raise _fail(f"init_mlp's random draws are {words(got)}; expected one draw per layer: {words(want)}",
+                    "each layer's weights must be one jax.random.normal(layer_key, (m, n)) from a key of its own: "
+                    "init_mlp's program draws other amounts (every layer sliced out of one long draw, a layer cut "
+                    "from a longer draw, or extra draws), so some layers take their numbers from one key's stream"
+                    + (" (a draw sits in a while loop, whose trips the program does not state)"
+                       if draws.get("in_while") else ""),
+                    "split key into one key per layer and draw layer i's weights with "
+                    "jax.random.normal(keys[i], (m, n)): exactly m * n numbers, nothing sliced",
+                    measured=f"draws by size: {words(got)}", expected=f"draws by size: {words(want)}")
 
 
 # --- part B: dropout --------------------------------------------------------------------------------

@@ -11,6 +11,9 @@ In the sandbox:
 
 ``init_values(ctx, keys, sizes)``
     ``init_mlp(key, sizes)`` for each key, each call with a key object of its own.
+``init_draws(ctx, key, sizes)``
+    the sizes of the random draws in ``init_mlp``'s program, traced once under our own
+    ``jax.jit``, with what that program returned.
 ``dropout_values(ctx, cases)``
     ``dropout(key, x, rate, training)`` for each case.
 ``epoch_values(ctx, key, params, batches, rate, lr)``
@@ -141,6 +144,47 @@ def _plain_attempt(fn, *args) -> dict:
 def init_values(ctx, keys: list, sizes: list) -> list:
     fn = ctx.function("init_mlp")
     return [_plain_attempt(fn, make_key(k), [int(s) for s in sizes]) for k in keys]
+
+
+def init_draws(ctx, key: dict, sizes: list) -> dict:
+    """``init_mlp(key, sizes)`` traced once under our own ``jax.jit``: its random draws, as
+    ``[[elements one draw gives, how many such draws], ...]`` (``"draws"``; a ``random_bits``
+    equation's shape parameter gives a draw's size, a batch of keys and the scans it sits in how
+    many it makes; ``"in_while"``: one sits in a while loop, whose trips the program does not
+    state), and what that very program returned (``"outputs"``), for the trusted side to compare
+    with the layers the call itself gave."""
+    fn = ctx.function("init_mlp")
+    sizes = [int(s) for s in sizes]
+    run = traced_run(lambda k: fn(k, sizes), make_key(key))
+    if run.error is not None:
+        return {"error": _first_line(run.error)}
+    draws: dict = {}
+    in_while = False
+    try:
+        for eqn, name, times, looped in ir.equations_with_trips(run.jaxpr):
+            if name not in _RANDOM_BITS:
+                continue
+            made = sum(_elements(v) for v in eqn.outvars)
+            shape = eqn.params.get("shape")
+            size = _elements_of(shape) if type(shape) is tuple and name == "random_bits" else made
+            size = max(size, 1)
+            draws[size] = draws.get(size, 0) + times * max(made // size, 1)
+            in_while = in_while or looped
+    except Exception as exc:  # noqa: BLE001 - a primitive of the learner's (ir.ForeignPrimitive)
+        return {"error": _first_line(exc)}
+    return {"draws": sorted([int(k), int(v)] for k, v in draws.items()), "in_while": in_while,
+            "outputs": plain(run.outputs)}
+
+
+def _elements_of(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def _elements(var) -> int:
+    return _elements_of(getattr(getattr(var, "aval", None), "shape", ()) or ())
 
 
 # --- part B: dropout -------------------------------------------------------------------------------
