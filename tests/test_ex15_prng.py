@@ -158,7 +158,29 @@ def test_epoch_judges_follow_the_key():
     assert reuse == {}
     got, masks, bits = _judged(_epoch, case)
     judges.judge_fresh_steps(masks, bits["input"], {})
+    draws = probes.epoch_draws(_ctx(train_epoch=_epoch), case["key"], *judges.epoch_args(case))
+    assert draws["draws"] == [[int(masks[0].size), len(masks)]]
+    judges.judge_epoch_draws(masks, draws, case)
     judges.judge_returned_key(got, masks, bits["returned"], case, reuse)
+
+    def longer(key, params, batches, rate, lr):  # each mask from the later half of a draw twice its size
+        masks = []
+        for x, y in batches:
+            key, step_key = jax.random.split(key)
+            n = x.shape[0] * params[0]["w"].shape[1]
+            keep = (jax.random.uniform(step_key, (2 * n,))[n:] < 1.0 - rate).reshape(x.shape[0], -1)
+            params = probes._sgd_step(params, x, y, keep, rate, lr)
+            masks.append(keep)
+        return params, key, masks
+
+    _, cut, _ = _judged(longer, case)
+    with pytest.raises(CheckFailed) as err:
+        judges.judge_epoch_draws(cut, probes.epoch_draws(_ctx(train_epoch=longer), case["key"],
+                                                         *judges.epoch_args(case)), case)
+    assert "one draw per step" in err.value.message
+    with pytest.raises(CheckFailed) as err:  # another program's draws than the one that gave the masks
+        judges.judge_epoch_draws(cut, draws, case)
+    assert "traced" in err.value.message
     legacy = {**case, "key": judges.legacy_twin(case["key"])}
     judges.judge_epoch_kinds(got, _judged(_epoch, legacy)[0])
 

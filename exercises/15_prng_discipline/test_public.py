@@ -16,6 +16,7 @@ from grader.exercises.ex15_prng.judges import (
     judge_dropout,
     judge_epoch_kinds,
     judge_epoch_values,
+    judge_epoch_draws,
     judge_fresh_steps,
     judge_init_independent,
     judge_init_values,
@@ -75,6 +76,7 @@ def test_train_epoch_small(submission, truth):
     got, masks, bits = runs["typed"]
     one = submission.probe("ex15_prng:key_reuse", "train_epoch", KEY, *args, False)
     judge_fresh_steps(masks, bits["input"], one)
+    judge_epoch_draws(masks, submission.probe("ex15_prng:epoch_draws", KEY, *args), case)
     two = submission.probe("ex15_prng:key_reuse", "train_epoch", KEY, *args, True)
     judge_returned_key(got, masks, bits.get("returned"), case, two)
 

@@ -29,6 +29,7 @@ from grader.exercises.ex15_prng.judges import (
     judge_dropout,
     judge_epoch_kinds,
     judge_epoch_values,
+    judge_epoch_draws,
     judge_fresh_steps,
     judge_init_independent,
     judge_init_values,
@@ -121,6 +122,7 @@ def test_epoch_fresh_key_per_step(submission, truth, seed):
                        {"input": case["key"]})["bits"]
     reuse = submission.probe("ex15_prng:key_reuse", "train_epoch", case["key"], *epoch_args(case), False)
     judge_fresh_steps(masks, bits["input"], reuse)
+    judge_epoch_draws(masks, submission.probe("ex15_prng:epoch_draws", case["key"], *epoch_args(case)), case)
 
 
 def test_epoch_returns_fresh_key(submission, truth, seed):

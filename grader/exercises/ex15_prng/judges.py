@@ -306,23 +306,31 @@ def judge_init_draws(layers: list[dict], draws: dict) -> None:
     expect_traced_program_computes(same, "init_mlp", "return the same layers for the same key, traced or not",
                                    expected="the layers init_mlp(key, sizes) gives called on the same key (rtol 1e-5)",
                                    measured=describe(traced))
+    _judge_draws(draws, [int(np.size(layer["w"])) for layer in layers], "init_mlp", "layer",
+                 "each layer's weights must be one jax.random.normal(layer_key, (m, n)) from a key of its own: "
+                 "init_mlp's program draws other amounts (every layer sliced out of one long draw, a layer cut "
+                 "from a longer draw, or extra draws), so some layers take their numbers from one key's stream",
+                 "split key into one key per layer and draw layer i's weights with "
+                 "jax.random.normal(keys[i], (m, n)): exactly m * n numbers, nothing sliced")
+
+
+def _judge_draws(draws: dict, sizes: list[int], function: str, each: str, diagnosis: str, advice: str) -> None:
+    """The traced program's random draws (``probes._draws``) are exactly one of each of ``sizes``
+    elements: one per ``each`` (a layer, a step), of its own size."""
     want: dict = {}
-    for layer in layers:
-        m, n = np.shape(layer["w"])
-        want[m * n] = want.get(m * n, 0) + 1
+    for size in sizes:
+        want[size] = want.get(size, 0) + 1
     got = {int(size): int(count) for size, count in draws.get("draws", [])}
-    if got != want or draws.get("in_while"):
-        def words(table):
-            return ", ".join(f"{c} of {s} numbers" for s, c in sorted(table.items())) or "none"
-        raise _fail(f"init_mlp's random draws are {words(got)}; expected one draw per layer: {words(want)}",
-                    "each layer's weights must be one jax.random.normal(layer_key, (m, n)) from a key of its own: "
-                    "init_mlp's program draws other amounts (every layer sliced out of one long draw, a layer cut "
-                    "from a longer draw, or extra draws), so some layers take their numbers from one key's stream"
-                    + (" (a draw sits in a while loop, whose trips the program does not state)"
-                       if draws.get("in_while") else ""),
-                    "split key into one key per layer and draw layer i's weights with "
-                    "jax.random.normal(keys[i], (m, n)): exactly m * n numbers, nothing sliced",
-                    measured=f"draws by size: {words(got)}", expected=f"draws by size: {words(want)}")
+    if got == want and not draws.get("in_while"):
+        return
+
+    def words(table):
+        return ", ".join(f"{c} of {s} numbers" for s, c in sorted(table.items())) or "none"
+
+    raise _fail(f"{function}'s random draws are {words(got)}; expected one draw per {each}: {words(want)}",
+                diagnosis + (" (a draw sits in a while loop, whose trips the program does not state)"
+                             if draws.get("in_while") else ""),
+                advice, measured=f"draws by size: {words(got)}", expected=f"draws by size: {words(want)}")
 
 
 # --- part B: dropout --------------------------------------------------------------------------------
@@ -598,6 +606,29 @@ def judge_fresh_steps(masks: list[np.ndarray], input_bits: np.ndarray | None, re
                     "twice",
                     "each key is used once, to draw or to split: key, step_key = jax.random.split(key) at every step",
                     measured=reuse["reuse"])
+
+
+def judge_epoch_draws(masks: list[np.ndarray], draws: dict, case: dict) -> None:
+    """Each step's mask is one draw of exactly its ``B * H`` numbers: the program of one epoch
+    (``epoch_draws``, traced once under jit, whose own masks must be the ones the call returned)
+    draws one ``(B, H)`` block per step and nothing else.  Masks made without a draw (a pattern
+    moved by the key's data) or cut from a later stretch of a longer draw pass every comparison
+    of values; the draws say what they are."""
+    expect_traced_program_runs(traced_error(draws), "train_epoch", advice=(
+        "build it from JAX operations only: jax.random.split, jax.random.bernoulli and the given sgd_step"))
+    traced = (draws.get("outputs") or {}).get("masks")
+    shaped = [as_array(m) for m in traced] if type(traced) is list else []
+    same = len(shaped) == len(masks) and all(
+        t is not None and t.shape == m.shape and np.array_equal(t.astype(bool), m) for t, m in zip(shaped, masks))
+    expect_traced_program_computes(same, "train_epoch", "return the same masks for the same key, traced or not",
+                                   expected="the masks train_epoch returns called on the same typed key",
+                                   measured=describe(traced))
+    _judge_draws(draws, [int(m.size) for m in masks], "train_epoch", "step",
+                 "each step's mask must be one jax.random.bernoulli(step_key, 1 - rate, (B, H)) from a key of its "
+                 "own: the epoch's program draws other amounts (masks made without a draw, cut from a longer draw, "
+                 "or extra draws), so the masks are not the steps' own draws",
+                 "split a fresh step_key at every step and draw that step's mask with "
+                 "jax.random.bernoulli(step_key, 1 - rate, (x.shape[0], H)): exactly B * H numbers, nothing sliced")
 
 
 def judge_returned_key(got: dict, masks: list[np.ndarray], returned_bits: np.ndarray | None,

@@ -16,6 +16,9 @@ In the sandbox:
     ``jax.jit``, with what that program returned.
 ``dropout_values(ctx, cases)``
     ``dropout(key, x, rate, training)`` for each case.
+``epoch_draws(ctx, key, params, batches, rate, lr)``
+    the sizes of the random draws in one epoch's program, traced once under our own
+    ``jax.jit``, with what that program returned.
 ``epoch_values(ctx, key, params, batches, rate, lr)``
     one ``train_epoch``; a second epoch started from the very key object the first returned;
     and the first again from a fresh copy of its key (same key, same epoch?).
@@ -147,33 +150,37 @@ def init_values(ctx, keys: list, sizes: list) -> list:
 
 
 def init_draws(ctx, key: dict, sizes: list) -> dict:
-    """``init_mlp(key, sizes)`` traced once under our own ``jax.jit``: its random draws, as
-    ``[[elements one draw gives, how many such draws], ...]`` (``"draws"``; a ``random_bits``
-    equation's shape parameter gives a draw's size, a batch of keys and the scans it sits in how
-    many it makes; ``"in_while"``: one sits in a while loop, whose trips the program does not
-    state), and what that very program returned (``"outputs"``), for the trusted side to compare
-    with the layers the call itself gave."""
+    """``init_mlp(key, sizes)`` traced once under our own ``jax.jit``: its random draws by size
+    (``_draws``) and what that very program returned (``"outputs"``), for the trusted side to
+    compare with the layers the call itself gave."""
     fn = ctx.function("init_mlp")
     sizes = [int(s) for s in sizes]
     run = traced_run(lambda k: fn(k, sizes), make_key(key))
     if run.error is not None:
         return {"error": _first_line(run.error)}
+    facts = _draws(run.jaxpr)
+    return facts if "error" in facts else {**facts, "outputs": plain(run.outputs)}
+
+
+def _draws(jaxpr) -> dict:
+    """The random draws of a traced program by size: ``{"draws": [[elements one draw gives, how
+    many such draws], ...], "in_while": bool}`` (a ``random_bits`` equation's shape parameter is
+    one draw's size; a batch of keys, and the scans it sits in, how many it makes; a draw in a
+    while loop, whose trips the program does not state, counts once and sets ``in_while``)."""
     draws: dict = {}
     in_while = False
     try:
-        for eqn, name, times, looped in ir.equations_with_trips(run.jaxpr):
+        for eqn, name, times, looped in ir.equations_with_trips(jaxpr):
             if name not in _RANDOM_BITS:
                 continue
             made = sum(_elements(v) for v in eqn.outvars)
             shape = eqn.params.get("shape")
-            size = _elements_of(shape) if type(shape) is tuple and name == "random_bits" else made
-            size = max(size, 1)
+            size = max(_elements_of(shape) if type(shape) is tuple and name == "random_bits" else made, 1)
             draws[size] = draws.get(size, 0) + times * max(made // size, 1)
             in_while = in_while or looped
     except Exception as exc:  # noqa: BLE001 - a primitive of the learner's (ir.ForeignPrimitive)
         return {"error": _first_line(exc)}
-    return {"draws": sorted([int(k), int(v)] for k, v in draws.items()), "in_while": in_while,
-            "outputs": plain(run.outputs)}
+    return {"draws": sorted([int(k), int(v)] for k, v in draws.items()), "in_while": in_while}
 
 
 def _elements_of(shape) -> int:
@@ -219,6 +226,19 @@ def _epoch_facts(out) -> dict:
     if isinstance(masks, _Array) and not is_typed_key(masks) and masks.ndim == 3:
         masks = list(masks)  # a stacked (steps, B, H) array of masks: one mask per step
     return {"params": plain(params), "key": key_facts(key), "masks": plain(masks)}
+
+
+def epoch_draws(ctx, key: dict, params, batches: list, rate: float, lr: float) -> dict:
+    """One ``train_epoch`` traced once under our own ``jax.jit`` (the key, typed, and the
+    parameters traced; batches, rate and lr as given): its random draws by size (``_draws``)
+    and what that very program returned (``"outputs"``, as ``epoch_values`` reports an epoch)."""
+    fn = ctx.function("train_epoch")
+    rest = ([(_device_put(x), _device_put(y)) for x, y in batches], float(rate), float(lr))
+    run = traced_run(lambda k, p: fn(k, p, *rest), make_key(_typed(key)), _to_jax(params))
+    if run.error is not None:
+        return {"error": _first_line(run.error)}
+    facts = _draws(run.jaxpr)
+    return facts if "error" in facts else {**facts, "outputs": _epoch_facts(run.outputs)}
 
 
 def epoch_values(ctx, key: dict, params, batches: list, rate: float, lr: float) -> dict:
