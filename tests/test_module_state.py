@@ -146,3 +146,36 @@ def test_an_object_rebound_after_the_old_one_is_freed_still_shows():
     del m.X  # freed, were the snapshot not holding it: the new object could take its id
     m.X = object()
     assert module_state.changed(before, module_state.snapshot(m)) == ["X"]
+
+
+def test_state_kept_in_builtins_sys_modules_or_a_random_generator_shows_and_a_lazy_import_does_not():
+    import builtins
+    import random
+    import sys
+
+    module = _module()
+    module.RNG = np.random.default_rng(0)
+    module.PY_RNG = random.Random(0)
+    steps = [
+        ("(builtins)", lambda: setattr(builtins, "_kept_by_a_test", [])),
+        ("(builtins)", lambda: builtins._kept_by_a_test.append(1)),  # in place
+        ("(sys.modules)", lambda: sys.modules.__setitem__("kept_by_a_test", {"calls": 0})),
+        ("(sys.modules)", lambda: sys.modules["kept_by_a_test"].__setitem__("calls", 1)),
+        ("(random)", lambda: np.random.uniform()),
+        ("(random)", lambda: random.random()),
+        ("RNG", lambda: module.RNG.normal()),
+        ("PY_RNG", lambda: module.PY_RNG.random()),
+    ]
+    try:
+        for where, step in steps:
+            before = module_state.snapshot(module)
+            step()
+            assert module_state.changed(before, module_state.snapshot(module)) == [where]
+        before = module_state.snapshot(module)
+        import wave  # noqa: F401 - a module imported during a call is not state
+        sys.modules.pop("wave", None)
+        import wave  # noqa: F401,F811
+        assert module_state.changed(before, module_state.snapshot(module)) == []
+    finally:
+        vars(builtins).pop("_kept_by_a_test", None)
+        sys.modules.pop("kept_by_a_test", None)

@@ -28,9 +28,12 @@ and length, so a huge global costs little and still shows a rebinding.
 
 from __future__ import annotations
 
+import _random
 import argparse
+import builtins
 import collections
 import hashlib
+import random
 import sys
 import types
 
@@ -59,6 +62,18 @@ _cell_contents = types.CellType.__dict__["cell_contents"].__get__
 _module_dict = types.ModuleType.__dict__["__dict__"].__get__
 #: what a module attribute must be to count as state: data, not code a library binds lazily
 _DATA = _SCALARS + (list, tuple, dict, set, frozenset, bytearray, _ndarray)
+_builtins = builtins
+_py_random = random.Random
+_py_random_state = _random.Random.getstate  # the C method: a subclass's getstate is never called
+_np_random_state = np.random.RandomState
+_np_random_get_state = np.random.RandomState.get_state
+_np_random_module = np.random.mtrand
+_np_generator = np.random.Generator
+_np_generator_bits = np.random.Generator.bit_generator.__get__
+#: NumPy's bit generators, whose ``state`` is a C-level property of the class itself
+_NP_BIT_GENERATORS = tuple(getattr(np.random, n) for n in ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
+                           if hasattr(np.random, n))
+_random_module = random
 
 
 class _Budget:
@@ -123,6 +138,9 @@ def fingerprint(value, owner: str, budget: _Budget | None = None, depth: int = 0
         return ("ndarray", value.dtype.str, value.shape, digest)
     if t is _FUNCTION:
         return _function_picture(value, owner, budget, depth)
+    generator = _generator_state(value, t)
+    if generator is not None:  # a random generator advances in place: its state is its content
+        return ("generator", t.__name__, id(value), generator)
     if t is _MODULE:
         return _module_picture(value, depth, budget.keep)
     own = _own_dict(value, owner)
@@ -245,6 +263,53 @@ def _environment(keep: list):
     return ("environ", tuple(sorted((repr(k)[:200], repr(v)[:200]) for k, v in list(dict.items(data)))[:MAX_NODES]))
 
 
+def _generator_state(value, t):
+    """The state of a random generator -- Python's ``random.Random``, NumPy's ``RandomState``,
+    ``Generator`` or bit generator -- read by the C code of its exact class, as a digest; else None."""
+    try:
+        if t is _py_random:
+            return hashlib.sha1(repr(_py_random_state(value)).encode()).hexdigest()
+        if t is _np_random_state:
+            name, keys, pos, has_gauss, gauss = _np_random_get_state(value)
+            return (name, hashlib.sha1(np.ascontiguousarray(keys).tobytes()).hexdigest(), int(pos), int(has_gauss),
+                    float(gauss))
+        if t is _np_generator:
+            value = _np_generator_bits(value)
+            t = type(value)
+        if t in _NP_BIT_GENERATORS:
+            return hashlib.sha1(repr(type.__dict__["__dict__"].__get__(t, type)["state"].__get__(value, t))
+                                .encode()).hexdigest()
+    except Exception:  # noqa: BLE001 - an unreadable generator counts by identity
+        return None
+    return None
+
+
+def _hidden_state(keep: list) -> dict:
+    """Three places a call can keep state that no global of the module holds, each as a
+    picture: the builtins module's entries, by content (``(builtins)``); what ``sys.modules``
+    holds that no import made -- an object, or a module with no spec -- by content
+    (``(sys.modules)``); and the global random generators of Python and NumPy, by state
+    (``(random)``).  A module imported during a call is not state (a lazy import)."""
+    namespace = _module_dict(_builtins)
+    pictures = {"(builtins)": tuple((key, fingerprint(value, "builtins", _Budget(MAX_NODES, keep)))
+                                    for key, value in sorted(dict.items(namespace), key=lambda kv: repr(kv[0]))
+                                    if type(key) is not str or not key.startswith("__"))}
+    foreign = []
+    for name, value in list(dict.items(_sys_modules)):
+        if isinstance(value, _MODULE) and (type(value) is not _MODULE or name == "__main__" or
+                                           dict.get(_module_dict(value), "__spec__") is not None):
+            continue  # imported (a spec), a library's lazy module (a subclass), or the worker's own
+        if type(value) is _MODULE:  # made by hand: its data, by content
+            value = [(k, v) for k, v in list(dict.items(_module_dict(value)))
+                     if type(k) is str and not k.startswith("__") and type(v) in _DATA]
+        foreign.append((repr(name)[:200], fingerprint(value, "", _Budget(MAX_NODES, keep))))
+    pictures["(sys.modules)"] = tuple(sorted(foreign))
+    globals_ = [dict.get(_module_dict(_random_module), "_inst"), dict.get(_module_dict(_np_random_module), "_rand")]
+    pictures["(random)"] = tuple((type(g).__name__, id(g), _generator_state(g, type(g))) for g in globals_)
+    keep.extend(globals_)
+    return pictures
+
+
 def _instance_dict(obj):
     """``obj``'s instance dict through the interpreter's own descriptor, or None."""
     t = type(obj)
@@ -260,7 +325,9 @@ def snapshot(module) -> Snapshot:
     its own budget (so one global's growth changes no other's picture); and, under names in
     parentheses, two places no global holds: each module that the module's functions name in
     their code (imported inside a function) and is loaded, by its data attributes
-    (``(module json)``), and the process environment (``(os.environ)``)."""
+    (``(module json)``), the process environment (``(os.environ)``), and the builtins, what
+    ``sys.modules`` holds that no import made, and the global random generators
+    (``_hidden_state``)."""
     namespace = vars(module)
     owner = namespace.get("__name__")
     keep: list = []
@@ -272,6 +339,7 @@ def snapshot(module) -> Snapshot:
         if type(loaded) is _MODULE and id(loaded) not in held:
             out[f"(module {name})"] = _module_picture(loaded, 1, keep)  # its submodules are not state
     out["(os.environ)"] = _environment(keep)
+    out.update(_hidden_state(keep))
     out.keep = keep
     return out
 
