@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from grader import ir
 from grader.feedback import (CheckFailed, describe, expect_traced_program_computes, expect_traced_program_runs,
                              traced_error)
 
@@ -86,14 +87,28 @@ def judge_switch_structure(facts: dict, x) -> None:
             expected="the branches' work only inside a cond", hint=advice,
             diagnosis="the traced program computes a branch outside any cond: every branch runs, then one is "
                       "picked", advice=advice)
-    holding = len(branches_with(facts, "sin"))
-    if holding != 1:
+    holding = branches_with(facts, "sin")
+    if len(holding) != 1:
         raise CheckFailed("apply_branch computes branches that are not chosen", measured=(
-            f"wave's sin runs in {holding} branches of the program's conds"),
+            f"wave's sin runs in {len(holding)} branches of the program's conds"),
             expected="wave's sin in exactly one branch: each branch computes its own function only", hint=advice,
             diagnosis="wave's work sits in more than one branch of the cond: a branch computes functions it was "
                       "not chosen for, then picks one" if holding else "no branch of a cond holds wave's work",
             advice=advice)
+    extra = sorted(p for p in facts["branches"][holding[0]] if p != "sin" and p not in NOT_WORK)
+    if extra:
+        raise CheckFailed("apply_branch computes branches that are not chosen", measured=(
+            f"the branch that runs wave's sin also runs {', '.join(extra)}"),
+            expected="wave's branch computing sin(x) only", hint=advice,
+            diagnosis="the cond's branch that computes wave also computes other work (the other functions and a "
+                      "choice among them, say): a cond picks that branch, and inside it every function runs",
+            advice=advice)
+
+
+#: Primitives a branch may hold beside its function's own work: moving or re-typing a value, and
+#: the calls that wrap a function (``jax.jit`` inside a branch, a ``custom_jvp``).
+NOT_WORK = ir.LAYOUT_PRIMITIVES | {"jit", "pjit", "closed_call", "core_call", "remat", "checkpoint",
+                                   "custom_jvp_call", "custom_vjp_call"}
 
 
 def branches_with(facts: dict, primitive: str) -> list[int]:
