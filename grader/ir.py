@@ -169,19 +169,46 @@ def flat_equations(jaxpr, keep: bool = False) -> tuple[list, list, list]:
     return eqns, [id(v) for v in root.invars], outputs
 
 
-def inputs_reaching(jaxpr, primitive: str) -> list[int]:
+def inputs_reaching(jaxpr, primitive: str, then: str | None = None) -> list[int]:
     """The positions of the program's inputs that reach an equation of ``primitive`` as they are,
-    or only moved or re-typed on the way (``LAYOUT_PRIMITIVES``; nested calls followed): which
-    inputs a ``with_sharding_constraint``, say, is applied to."""
-    eqns, inputs, _ = flat_equations(jaxpr)
+    or only moved or re-typed on the way (``LAYOUT_PRIMITIVES``; nested calls followed), where
+    that equation's result is used: it reaches the program's outputs, and with ``then``, it is
+    an operand of an equation of ``then``, moved or re-typed only.  Which inputs a
+    ``with_sharding_constraint``, say, is applied to before a ``dot_general`` uses them -- one
+    whose result is thrown away, or used for something else, does nothing."""
+    eqns, inputs, outputs = flat_equations(jaxpr)
+    live = _live(eqns, outputs)
     carried = {k: i for i, k in enumerate(inputs)}  # value key -> the input it is a copy of
+    made: dict = {}  # value key -> the inputs whose primitive equation it is the result of, moved
     found = set()
-    for name, ins, outs in eqns:
-        if name == primitive:
-            found.update(carried[k] for k in ins if k in carried)
+    for n, (name, ins, outs) in enumerate(eqns):
+        if name == primitive and live[n]:
+            reached = {carried[k] for k in ins if k in carried}
+            if then is None:
+                found.update(reached)
+            else:
+                made.update((k, reached) for k in outs)
+        if then is not None and name == then:
+            for k in ins:
+                found.update(made.get(k, ()))
         if name in LAYOUT_PRIMITIVES and ins and ins[0] in carried:
             carried.update((k, carried[ins[0]]) for k in outs)
+        if name in LAYOUT_PRIMITIVES and ins and ins[0] in made:
+            made.update((k, made[ins[0]]) for k in outs)
     return sorted(found)
+
+
+def _live(eqns: list, outputs: list) -> list[bool]:
+    """For each equation of a flattened program (``flat_equations``), whether any of its results
+    reaches the program's outputs."""
+    needed = {k for k in outputs if k is not None}
+    live = [False] * len(eqns)
+    for n in range(len(eqns) - 1, -1, -1):
+        _, ins, outs = eqns[n][:3]
+        if any(k in needed for k in outs):
+            live[n] = True
+            needed.update(k for k in ins if k is not None)
+    return live
 
 
 def bypassing(jaxpr, primitive: str) -> list[str]:
@@ -459,15 +486,30 @@ def shard_maps(jaxpr) -> list[dict]:
     return out
 
 
-def _matmul_flops(eqn) -> int:
-    """A ``dot_general``'s multiply-adds, twice: 2 x its output's elements x the contracted size."""
-    return 2 * _elements(eqn.outvars[0]) * _contracted(eqn, "dot_general")
+def _product_flops(eqn, name: str) -> int:
+    """The multiply-adds of an equation that contracts, twice: a ``dot_general``'s (2 x its output's
+    elements x the contracted size); a ``conv_general_dilated``'s (2 x output elements x the kernel's
+    elements per output feature: a matrix product can be written as a 1-wide convolution); and a
+    ``mul`` that broadcasts its operands into an output larger than each (2 x output elements: the
+    products of a matrix product written as a broadcast multiply, to be summed).  0 otherwise."""
+    if name == "dot_general":
+        return 2 * _elements(eqn.outvars[0]) * _contracted(eqn, "dot_general")
+    if name == "conv_general_dilated":
+        rhs = eqn.invars[1].aval.shape
+        out_features = int(rhs[eqn.params["dimension_numbers"].rhs_spec[0]]) or 1
+        return 2 * _elements(eqn.outvars[0]) * max(_elements(eqn.invars[1]) // out_features, 1)
+    if name == "mul":
+        out = _elements(eqn.outvars[0])
+        if all(out > _elements(v) for v in eqn.invars):
+            return 2 * out
+    return 0
 
 
 def shard_map_matmul_flops(jaxpr) -> dict:
     """The matrix-product work one device does in the ``shard_map`` bodies of a program: a body
-    sees each device's own blocks, so its ``dot_general`` flops (2 x output elements x contracted
-    size) are per device; a product inside a ``scan`` counts once per trip.  ``{"flops",
+    sees each device's own blocks, so its products' flops (``_product_flops``: ``dot_general``,
+    and the same work spelled as a convolution or a broadcast multiply) are per device; a product
+    inside a ``scan`` counts once per trip.  ``{"flops",
     "in_while"}``: the second counts the products inside a ``while`` loop, whose trip count the
     program does not state -- work a loop could hide from any count.  What one device computes
     when it gathers a whole batch or a whole weight (by any collective) and works on it shows
@@ -477,8 +519,9 @@ def shard_map_matmul_flops(jaxpr) -> dict:
         if primitive_name(eqn.primitive) != jaxcompat.SHARD_MAP_PRIMITIVE:
             continue
         for inner, name, times, looped in equations_with_trips(eqn.params["jaxpr"]):
-            if name == "dot_general":
-                flops += times * _matmul_flops(inner)
+            work = _product_flops(inner, name)
+            if work:
+                flops += times * work
                 in_while += looped
     return {"flops": flops, "in_while": in_while}
 

@@ -205,6 +205,28 @@ def test_collective_permute_pairs_are_read_from_the_entry():
     assert ir.collective_permute_pairs(megatron_hlo(P("model", None))) == []
 
 
+def test_inputs_reaching_counts_a_constraint_only_where_its_result_is_used():
+    wsc = jaxcompat.SHARDING_CONSTRAINT_PRIMITIVE
+    mesh = Mesh(np.array(jax.devices()[:1]), ("d",))
+    gather = NamedSharding(mesh, P())
+
+    def used(x, w1, w2):
+        return jnp.tanh(x @ jax.lax.with_sharding_constraint(w1.T.T, gather)) @ w2
+
+    def dead(x, w1, w2):
+        jax.lax.with_sharding_constraint(w2, gather)  # thrown away: gathers nothing
+        return jnp.tanh(x @ jax.lax.with_sharding_constraint(w1, gather)) @ w2
+
+    def beside(x, w1, w2):  # used, but not by the product
+        return jnp.tanh(x @ w1) @ w2 + 0.0 * jnp.sum(jax.lax.with_sharding_constraint(w2, gather))
+
+    args = (jnp.ones((2, 3)), jnp.ones((3, 4)), jnp.ones((4, 5)))
+    for fn, anywhere, into_a_product in ((used, [1], [1]), (dead, [1], [1]), (beside, [2], [])):
+        jaxpr = jax.make_jaxpr(jax.jit(fn))(*args)
+        assert ir.inputs_reaching(jaxpr, wsc) == anywhere
+        assert ir.inputs_reaching(jaxpr, wsc, then="dot_general") == into_a_product
+
+
 def test_shard_maps_report_check_vma_at_any_depth():
     mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
     x = np.zeros((4, 3), np.float32)

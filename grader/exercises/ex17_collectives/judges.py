@@ -222,7 +222,8 @@ def judge_fsdp_bytes(result: dict, arrays, mesh_shape, label: str) -> None:
 
 def judge_fsdp_gathers(result: dict, mesh_shape, label: str) -> None:
     """Each weight is gathered with ``with_sharding_constraint`` (the traced program applies one to
-    w1 and one to w2, ``result["constrained"]``), and the compiled program communicates by
+    w1 and one to w2 and a matrix product uses what it gives, ``result["constrained"]``: a
+    constraint whose result is thrown away gathers nothing), and the compiled program communicates by
     all-gathers only (none where 'data' has one device).  A gather written another way (an
     all_gather in a shard_map, say) compiles to the same all-gathers: the statement asks for the
     constraint, which tells XLA what to do rather than doing it by hand."""
@@ -235,9 +236,10 @@ def judge_fsdp_gathers(result: dict, mesh_shape, label: str) -> None:
                   "layout you want, and XLA inserts the all-gather")
         _fail(f"{where(mesh_shape)}: fsdp_mlp does not gather {' and '.join(missing)} with with_sharding_constraint",
               measured=f"with_sharding_constraint applied to: {', '.join(constrained) or 'no input'}",
-              expected="a with_sharding_constraint on w1 and one on w2 in the traced fsdp_mlp",
+              expected="a with_sharding_constraint on w1 and one on w2, each result used by a matrix product",
               diagnosis=f"{label}: fsdp_mlp's traced program applies no with_sharding_constraint to "
-                        f"{' and '.join(missing)}: the statement asks for the weights to be gathered that way",
+                        f"{' and '.join(missing)} whose result the layer's matrix product uses: the statement asks "
+                        "for the weights to be gathered that way (a constraint whose result is not used does nothing)",
               advice=advice)
     found = {op: n for op, n in collective_counts(result["hlo"]).items() if n}
     d = mesh_shape[0]

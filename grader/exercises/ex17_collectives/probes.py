@@ -14,7 +14,8 @@ input, the mesh axis splitting each of its two dimensions.
     ``fsdp_mlp(mesh, x, w1, w2)`` with the mesh bound, lowers, compiles and runs it once:
     ``{"mesh", "specs", "inputs" (sharding records), "output", "output_sharding",
     "argument_bytes", "hlo", "constrained"}`` (the inputs, by name, that reach a
-    ``with_sharding_constraint`` in the traced program, ``ir.inputs_reaching``), or an
+    ``with_sharding_constraint`` in the traced program whose result a matrix product uses,
+    ``ir.inputs_reaching``), or an
     ``"error"`` naming the step that failed.
 
 The learner's predictions run elsewhere: in the worker without JAX (``nojax_probes.py``).
@@ -122,7 +123,7 @@ def run_fsdp(ctx, mesh_shape, x, w1, w2) -> dict:
     fn = ctx.function("fsdp_mlp")
     try:
         traced = _trace(_jit(lambda a, b, c: fn(mesh, a, b, c)), *placed)
-        constrained = _inputs_reaching(_traced_jaxpr(traced), _CONSTRAINT)
+        constrained = _inputs_reaching(_traced_jaxpr(traced), _CONSTRAINT, then="dot_general")  # gathered for use
         compiled = _compile(_lower(traced))
     except Exception as exc:  # noqa: BLE001
         result["error"] = f"fsdp_mlp(mesh, x, w1, w2) failed under jax.jit: {_first_line(exc)}"
