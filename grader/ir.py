@@ -236,6 +236,74 @@ def bypassing(jaxpr, primitive: str) -> list[str]:
     return path or ["the input itself"]  # an output that is an input, moved by nothing
 
 
+#: Primitives whose result is the very key they were given, copied or re-typed: a key's data
+#: unwrapped, or wrapped again, or ``jax.random.clone``'s copy, which JAX's own key-reuse checker
+#: treats as a fresh key by design.
+KEY_COPIES = frozenset({"random_clone", "random_wrap", "random_unwrap", "copy", "copy_p", "convert_element_type",
+                        "device_put"})
+#: Primitives that take keys apart or put them in another shape without making new ones: what
+#: they give is part (or an arrangement) of the keys they were given.
+KEY_PARTS = frozenset({"slice", "squeeze", "reshape", "expand_dims", "transpose", "split", "broadcast_in_dim"})
+#: Primitives that use a key up: a draw or a split (``fold_in`` does not, as JAX's checker says).
+KEY_CONSUMERS = frozenset({"random_bits", "random_split"})
+
+
+def keys_used_twice(jaxpr) -> list[str]:
+    """Keys that the program uses up more than once, following copies of a key: each value is
+    traced back to where it was made (an input, or an equation that computed it), through
+    ``KEY_COPIES`` (the same key) and ``KEY_PARTS`` (a part of it, named by the operation and its
+    parameters, so ``keys[1]`` taken twice is one key and ``keys[0]`` another); a draw or a split
+    (``KEY_CONSUMERS``), a loop or cond given a key, and returning it use a key up.  Two uses of
+    one key, or of a key and a part of it, are listed (``"random_bits and random_split of input 0"``).
+    JAX's checker follows none of the copies (a clone is a fresh key to it)."""
+    eqns, inputs, outputs = flat_equations(jaxpr, keep=True)
+    made = {k: (("input", i),) for i, k in enumerate(inputs)}  # value -> (where it was made, *parts taken)
+    uses: list = []  # (identity, what used it)
+    for n, (name, ins, outs, eqn) in enumerate(eqns):
+        first = made.get(ins[0]) if ins else None
+        if name in KEY_COPIES and first is not None:
+            for k in outs:
+                made[k] = first
+            continue
+        if name in KEY_PARTS and first is not None:
+            params = tuple(sorted((key, repr(_unit_strides(key, value))) for key, value in eqn.params.items()
+                                  if key != "sharding"))
+            for j, k in enumerate(outs):
+                made[k] = first + ((name, params, j),)
+            continue
+        if name in KEY_CONSUMERS and first is not None:
+            uses.append((first, name))
+        elif name in CONTROL_FLOW_PRIMITIVES:
+            uses.extend((made[k], name) for k, var in zip(ins, eqn.invars)
+                        if k in made and jaxcompat.is_key(getattr(var, "aval", None)))
+        for j, k in enumerate(outs):  # a new value: its own key, from here on
+            made[k] = (("made", name, n, j),)
+    # a key the program returns is used by whoever called it: the next epoch splits it
+    uses.extend((made[k], "returning it") for k, var in zip(outputs, _inner(jaxpr).outvars)
+                if k in made and jaxcompat.is_key(getattr(var, "aval", None)))
+    found = []
+    for a in range(len(uses)):
+        for b in range(a + 1, len(uses)):
+            (x, used_x), (y, used_y) = uses[a], uses[b]
+            short, long_ = (x, y) if len(x) <= len(y) else (y, x)
+            if long_[:len(short)] == short:
+                found.append(f"{used_x} and {used_y} of {_describe_key(short)}")
+    return found
+
+
+def _unit_strides(name: str, value):
+    """A slice's strides, ``None`` and all ones alike (``keys[1]`` and ``a, b = keys`` slice alike)."""
+    if name == "strides" and (value is None or all(int(s) == 1 for s in value)):
+        return "ones"
+    return value
+
+
+def _describe_key(identity: tuple) -> str:
+    root = identity[0]
+    where = f"input {root[1]}" if root[0] == "input" else f"a key {root[1]} made"
+    return where + (f", taken apart by {' then '.join(step[0] for step in identity[1:])}" if len(identity) > 1 else "")
+
+
 def work_outside_control_flow(jaxpr, data: tuple[int, ...]) -> list[str]:
     """What a program computes from its inputs at positions ``data`` on every path: the
     primitives, outside every ``cond`` (its branches run only when chosen), that take such a

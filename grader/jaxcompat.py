@@ -137,6 +137,26 @@ def vjp_linear_jaxpr(pullback):
     return None
 
 
+_KEY_TEST: tuple = ()  # (issubdtype, prng_key): bound in a worker before learner code (grader.sandbox.pins)
+
+
+def key_test() -> tuple:
+    """``(jax.dtypes.issubdtype, jax.dtypes.prng_key)``: what tells a typed key's dtype."""
+    import jax
+
+    return jax.dtypes.issubdtype, jax.dtypes.prng_key
+
+
+def is_key(aval) -> bool:
+    """Whether an abstract value is a typed PRNG key array (``key<fry>``)."""
+    dtype = getattr(aval, "dtype", None)
+    issubdtype, prng_key = _KEY_TEST or key_test()
+    try:
+        return dtype is not None and bool(issubdtype(dtype, prng_key))
+    except TypeError:
+        return False
+
+
 def shard_map_checks_vma(params) -> bool:
     """Whether a ``shard_map`` equation (its ``params``) checks varying manual axes: the
     ``check_vma`` parameter (``check_rep`` before JAX 0.6, where the idea was called replication

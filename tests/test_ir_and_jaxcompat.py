@@ -315,6 +315,32 @@ def test_a_vjp_pullback_shows_whether_its_derivative_goes_through_a_custom_vjp_r
     assert through(lambda v: jax.lax.map(lambda r: jnp.tanh(r), v), x)
 
 
+def test_keys_used_twice_follows_copies_that_jaxs_checker_lets_through():
+    def uses(f):
+        return ir.keys_used_twice(jax.make_jaxpr(f)(jax.random.key(0)))
+
+    @jax.jit
+    def two_draws(k):  # inlined twice below: the same inner variables, other keys
+        a, b = jax.random.split(k)
+        return jax.random.normal(a, (2,)) + jax.random.normal(b, (2,))
+
+    def honest(key):
+        keys = jax.random.split(key, 4)
+        k1, k2 = jax.random.split(keys[0])
+        looped = jax.lax.scan(lambda c, k: (c, jax.random.normal(k, (2,))), 0, keys[2:])[1]
+        return (two_draws(k1), two_draws(k2), looped, jax.random.normal(jax.random.fold_in(keys[1], 3), (2,)),
+                jax.vmap(lambda k: jax.random.uniform(k, (2,)))(jax.random.split(keys[1], 3)))
+
+    assert uses(honest) == []
+    for reused in (lambda k: (jax.random.normal(jax.random.clone(k), (3,)), jax.random.normal(k, (3,))),
+                   lambda k: (jax.random.normal(jax.random.wrap_key_data(jax.random.key_data(k)), (3,)),
+                              jax.random.split(k)),
+                   lambda k: [jax.random.normal(jax.random.split(k, 2)[i % 2], (2,)) for i in range(3)],
+                   lambda k: (jax.random.split(k, 3), jax.random.normal(jax.random.split(k, 3)[0], (2,))),
+                   lambda k: (jax.random.normal(jax.random.clone(k), (2,)), k)):  # used, then returned
+        assert uses(reused), reused
+
+
 def test_key_reuse_checker_traces_and_sees_typed_keys_only():
     check = jaxcompat.key_reuse_checker()
 

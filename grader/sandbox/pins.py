@@ -101,7 +101,7 @@ def pin(modules: dict) -> dict:
                                           _PINNED_NAME_SET=frozenset(name for _, name in names.values()),
                                           _PINNED_MODULES=frozenset(id(m) for _, m in loaded),
                                           _LIBRARY_DIRS=dirs, _LIBRARY_PREFIXES=(LIBRARIES, _PREFIXES))
-    vars(jaxcompat).update(_JAXPR_TYPES=jaxcompat.jaxpr_types())
+    vars(jaxcompat).update(_JAXPR_TYPES=jaxcompat.jaxpr_types(), _KEY_TEST=jaxcompat.key_test())
     return {"primitives": len(names), "classes": freeze.seal(classes), "rules": rules}
 
 

@@ -316,7 +316,18 @@ def judge_init_draws(layers: list[dict], draws: dict) -> None:
 
 def _judge_draws(draws: dict, sizes: list[int], function: str, each: str, diagnosis: str, advice: str) -> None:
     """The traced program's random draws (``probes._draws``) are exactly one of each of ``sizes``
-    elements: one per ``each`` (a layer, a step), of its own size."""
+    elements: one per ``each`` (a layer, a step), of its own size; and no key is used up twice,
+    copies followed (``jax.random.clone``, a key's data wrapped again: JAX's checker lets a copy
+    through, and values drawn from one key and moved apart pass every comparison)."""
+    reused = draws.get("reused") or []
+    if reused:
+        raise _fail(f"{function} uses a key twice: {reused[0]}",
+                    f"{function}'s traced program uses one key up twice (draws from it, splits it, or returns it "
+                    "after using it), through a copy that JAX's key-reuse checker does not follow "
+                    "(jax.random.clone, or the key's data wrapped again): the numbers come from one key's stream",
+                    "a key is used once: split it into as many keys as you need and use each of those once; "
+                    "jax.random.clone exists to reuse a key on purpose, which this exercise forbids",
+                    measured="; ".join(reused), expected="every key used up at most once")
     want: dict = {}
     for size in sizes:
         want[size] = want.get(size, 0) + 1

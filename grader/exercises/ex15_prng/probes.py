@@ -166,7 +166,8 @@ def _draws(jaxpr) -> dict:
     """The random draws of a traced program by size: ``{"draws": [[elements one draw gives, how
     many such draws], ...], "in_while": bool}`` (a ``random_bits`` equation's shape parameter is
     one draw's size; a batch of keys, and the scans it sits in, how many it makes; a draw in a
-    while loop, whose trips the program does not state, counts once and sets ``in_while``)."""
+    while loop, whose trips the program does not state, counts once and sets ``in_while``), and
+    ``"reused"``: the keys the program uses up twice, following copies (``ir.keys_used_twice``)."""
     draws: dict = {}
     in_while = False
     try:
@@ -180,7 +181,11 @@ def _draws(jaxpr) -> dict:
             in_while = in_while or looped
     except Exception as exc:  # noqa: BLE001 - a primitive of the learner's (ir.ForeignPrimitive)
         return {"error": _first_line(exc)}
-    return {"draws": sorted([int(k), int(v)] for k, v in draws.items()), "in_while": in_while}
+    try:
+        reused = ir.keys_used_twice(jaxpr)[:5]
+    except Exception as exc:  # noqa: BLE001
+        return {"error": _first_line(exc)}
+    return {"draws": sorted([int(k), int(v)] for k, v in draws.items()), "in_while": in_while, "reused": reused}
 
 
 def _elements_of(shape) -> int:
