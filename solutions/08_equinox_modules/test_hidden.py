@@ -167,7 +167,8 @@ def test_adam_steps_match(submission, archs, rng):
                 "the loss train_step returned is not the mean squared error before the step",
                 measured=f"{loss:.6g}", expected=f"{want:.6g} ({activation}, sizes {sizes})",
                 diagnosis="the loss train_step returned is not the mean of the squared errors (over every element "
-                          "of the batch) of the model before the update",
+                          "of the batch) of the model before the update; these steps use a model made with "
+                          "dropout_rate 0, where no unit may be dropped (a Dropout built with 1 - rate drops them all)",
                 advice="loss = jnp.mean((predictions - ys) ** 2), and return the loss that "
                        "eqx.filter_value_and_grad gives")
         problem, states = ref.step_mismatch(w0, w1, ref.grads(w0, activation, xs, ys), None)

@@ -210,8 +210,10 @@ def test_run_time_honest(timing):
                                "the function",
                                "compile and warm up before the timed loop, and time calls of the compiled function"),
             "no_scaling": ("your run times do not follow the work: a workload with far more arithmetic did not "
-                           "take longer",
-                           "time fn(*args) itself on every repeat, and return what you measured"),
+                           "take longer (the light workload compiles slower and runs faster: a run time that "
+                           "holds a compile, the first call of a fresh jit say, follows the compile instead)",
+                           "compile and warm up first, then time fn(*args) itself on every repeat, and return what "
+                           "you measured"),
         }[code]
         raise CheckFailed("benchmark's run time is not an honest measurement",
                           measured="\n".join(text for _, text in problems),

@@ -54,7 +54,10 @@ def judge_update(got: dict, ref: dict, regime: str) -> None:
                 f"make_optimizer's update differs from optax's clip-then-AdamW chain {where}: {what}",
                 measured=detail, expected="the same values as optax.chain(optax.clip_by_global_norm(clip), "
                                           "optax.adamw(lr, weight_decay=weight_decay)) (rtol 2e-5, atol 1e-6)",
-                hint=advice, diagnosis=f"{what} after one update differs from optax's chain {where}",
+                hint=advice, diagnosis=f"after one update, {what} of make_optimizer's state differ from optax's "
+                                       f"chain {where}" + (": the moments match, so look at the weight decay "
+                                                           "(adamw's default is not the one given) and the "
+                                                           "learning rate" if field == "updates" else ""),
                 advice=advice)
     if got["count"] != ref["count"]:
         raise CheckFailed("make_optimizer's update advanced the Adam step count wrongly",
