@@ -138,9 +138,6 @@ def fingerprint(value, owner: str, budget: _Budget | None = None, depth: int = 0
         return ("ndarray", value.dtype.str, value.shape, digest)
     if t is _FUNCTION:
         return _function_picture(value, owner, budget, depth)
-    generator = _generator_state(value, t)
-    if generator is not None:  # a random generator advances in place: its state is its content
-        return ("generator", t.__name__, id(value), generator)
     if t is _MODULE:
         return _module_picture(value, depth, budget.keep)
     own = _own_dict(value, owner)
@@ -265,7 +262,10 @@ def _environment(keep: list):
 
 def _generator_state(value, t):
     """The state of a random generator -- Python's ``random.Random``, NumPy's ``RandomState``,
-    ``Generator`` or bit generator -- read by the C code of its exact class, as a digest; else None."""
+    ``Generator`` or bit generator -- read by the C code of its exact class, as a digest; else None.
+    Read for the two process-wide generators only (``_hidden_state``): a generator a module holds
+    for itself counts by identity, as any library object does (drawing from one's own generator
+    beside a step is everyday code)."""
     try:
         if t is _py_random:
             return hashlib.sha1(repr(_py_random_state(value)).encode()).hexdigest()
