@@ -287,8 +287,14 @@ def keys_used_twice(jaxpr) -> list[str]:
             (x, used_x), (y, used_y) = uses[a], uses[b]
             short, long_ = (x, y) if len(x) <= len(y) else (y, x)
             if long_[:len(short)] == short:
-                found.append(f"{used_x} and {used_y} of {_describe_key(short)}")
+                found.append(f"{_USE_WORDS.get(used_x, used_x)} and {_USE_WORDS.get(used_y, used_y)}, both of "
+                             f"{_describe_key(short)}")
     return found
+
+
+#: What each use of a key is, in words.
+_USE_WORDS = {"random_bits": "a draw", "random_split": "a split", "returning it": "returning it",
+              "scan": "a scan given it", "while": "a loop given it", "cond": "a cond given it"}
 
 
 def _unit_strides(name: str, value):
@@ -300,8 +306,9 @@ def _unit_strides(name: str, value):
 
 def _describe_key(identity: tuple) -> str:
     root = identity[0]
-    where = f"input {root[1]}" if root[0] == "input" else f"a key {root[1]} made"
-    return where + (f", taken apart by {' then '.join(step[0] for step in identity[1:])}" if len(identity) > 1 else "")
+    where = f"the key given as input {root[1]}" if root[0] == "input" else f"a key that {root[1]} made"
+    return where + (" (one part of it, picked out by " + " then ".join(step[0] for step in identity[1:]) + ")"
+                    if len(identity) > 1 else "")
 
 
 def work_outside_control_flow(jaxpr, data: tuple[int, ...]) -> list[str]:
@@ -517,6 +524,21 @@ def collective_counts(hlo_text: str) -> dict[str, int]:
     text = entry_computation(hlo_text)
     counts = tally(m.group("op") for m in jaxcompat.COLLECTIVE_RE.finditer(text))
     return {op: counts.get(op, 0) for op in jaxcompat.COLLECTIVE_OPCODES}
+
+
+def collective_shapes(hlo_text: str, opcode: str) -> list[list[tuple[int, ...]]]:
+    """The result shapes of every ``opcode`` collective in the ENTRY computation, in program
+    order: one list per instruction (a tuple result, several collectives combined, lists each
+    array's dimensions)."""
+    out = []
+    for line in entry_computation(hlo_text).splitlines():
+        m = jaxcompat.COLLECTIVE_RE.search(line)
+        if not m or m.group("op") != opcode or "=" not in line[:m.start()]:
+            continue
+        result = line[line.index("=", 0, m.start()) + 1:m.start()]
+        out.append([tuple(int(d) for d in shape.group("dims").split(",") if d)
+                    for shape in jaxcompat.HLO_SHAPE_RE.finditer(result)])
+    return out
 
 
 def collective_permute_pairs(hlo_text: str) -> list[list[tuple[int, int]]]:

@@ -39,6 +39,8 @@ COLLECTIVE_RE = re.compile(
     r"\s(?P<op>all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)(?:-start)?\("
 )
 ENTRY_RE = re.compile(r"^ENTRY\s", re.MULTILINE)
+#: An array shape in HLO text, ``f32[8,16]{1,0}``: the element type and the dimensions.
+HLO_SHAPE_RE = re.compile(r"\b(?P<dtype>[a-z]+[0-9]*)\[(?P<dims>[0-9,]*)\]")
 #: A collective-permute's ``source_target_pairs={{0,1},{1,2},...}`` (partition ids) in HLO text.
 PERMUTE_PAIRS_RE = re.compile(r"source_target_pairs=\{(?P<pairs>(?:\{\d{1,6},\d{1,6}\},?){0,4096})\}")
 PERMUTE_PAIR_RE = re.compile(r"\{(?P<source>\d{1,6}),(?P<target>\d{1,6})\}")

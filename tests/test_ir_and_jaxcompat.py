@@ -172,6 +172,17 @@ def test_collective_counts_read_the_entry_of_optimized_hlo():
     assert gathered["all-gather"] >= 1
 
 
+def test_collective_shapes_read_each_collectives_result_in_the_entry():
+    hlo = ("HloModule m\n\n%region (a: f32[], b: f32[]) -> f32[] {\n  %x = f32[2,2]{1,0} all-reduce(%a)\n}\n\n"
+           "ENTRY %main (p: f32[8,8]) -> f32[8,8] {\n  %p = f32[8,8]{1,0} parameter(0)\n"
+           "  %ag = f32[8,32]{1,0} all-gather(%p), channel_id=1\n"
+           "  %pair = (f32[12,16]{1,0}, f32[4]{0}) all-reduce(%p, %p), channel_id=2\n"
+           "  ROOT %all-reduce = f32[8,8]{1,0} all-reduce(%p), channel_id=3, to_apply=%region\n}\n")
+    assert ir.collective_shapes(hlo, "all-reduce") == [[(12, 16), (4,)], [(8, 8)]]
+    assert ir.collective_shapes(hlo, "all-gather") == [[(8, 32)]]
+    assert ir.collective_shapes(hlo, "all-to-all") == []
+
+
 def test_entry_computation_requires_an_entry():
     try:
         ir.entry_computation("HloModule m\n")

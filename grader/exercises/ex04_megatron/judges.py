@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.feedback import CheckFailed, expect_array
-from grader.ir import collective_counts
+from grader.ir import collective_counts, collective_shapes
 # naming a layout without naming a size: the kit's, named here for the checks and their tests
 from grader.layouts import (CANDIDATE_AXES, OTHER_LAYOUT, describe_axes, has_layout, layout_blocks,  # noqa: F401
                             measured_blocks, recognise)
@@ -202,6 +202,20 @@ def check_collectives(mesh_shape, arrays, result, label):
     found = {op: n for op, n in collective_counts(result["hlo"]).items() if n}
     want = {"all-reduce": 1} if mesh_shape[1] > 1 else {}
     if found == want:
+        x, _, w2 = arrays
+        block = (x.shape[0] // mesh_shape[0], w2.shape[1])  # one device's block of the output
+        summed = [shape for shapes in collective_shapes(result["hlo"], "all-reduce") for shape in shapes]
+        if want and summed != [block]:
+            off = off_layout(result)
+            fail(f"{where(mesh_shape)}: the one all-reduce sums a {summed} value, not the output's block {block}",
+                 measured=f"the all-reduce's result in the optimized HLO: {summed}",
+                 expected=f"one all-reduce of the output's block {block}, after the second matmul",
+                 diagnosis=f"{label}: the compiled forward pass holds one all-reduce, but it completes a partial sum "
+                           f"of another shape than the output (the hidden layer's, before the ReLU), not the second "
+                           f"matmul's" + (f"; inputs off the Megatron layout: {inputs_text(off)}" if off else ""),
+                 advice="; ".join(ADVICE[name] for name, _ in off) or
+                        "split the hidden units (w1's columns, w2's rows) over 'model': the second matmul then "
+                        "leaves each device a partial sum of the output, which the one all-reduce completes")
         return
     listing = ", ".join(f"{op} x{n}" for op, n in found.items()) or "no collective"
     expected = ("exactly one all-reduce over 'model' and no other collective" if want else
