@@ -228,6 +228,15 @@ def judge_fsdp_gathers(result: dict, mesh_shape, label: str) -> None:
     all_gather in a shard_map, say) compiles to the same all-gathers: the statement asks for the
     constraint, which tells XLA what to do rather than doing it by hand."""
     expect_ran(result, mesh_shape, label)
+    foreign = [sizes for sizes in result.get("constraint_meshes", []) if tuple(sizes) != tuple(mesh_shape)]
+    if foreign:
+        _fail(f"{where(mesh_shape)}: fsdp_mlp constrains with a mesh of its own ({foreign[0]}), not the mesh it is "
+              f"given", measured=f"with_sharding_constraint meshes: {result.get('constraint_meshes')}",
+              expected=f"every constraint on the given mesh {list(mesh_shape)}",
+              diagnosis=f"{label}: a with_sharding_constraint in fsdp_mlp names a mesh fsdp_mlp built itself: the "
+                        "statement asks for the mesh passed in (the grader passes meshes of other shapes too)",
+              advice="build every NamedSharding inside fsdp_mlp from its `mesh` argument: "
+                     "NamedSharding(mesh, P())")
     constrained = result.get("constrained") or []
     missing = [n for n in ("w1", "w2") if n not in constrained]
     if missing:

@@ -37,6 +37,7 @@ from jax.sharding import PartitionSpec as _P
 
 from grader import jaxcompat as _jaxcompat
 from grader.ir import collective_counts as _collective_counts, inputs_reaching as _inputs_reaching
+from grader.ir import primitive_name as _primitive_name, walk_equations as _walk_equations
 from grader.layouts import AXES, mesh_record as _mesh_record, sharding_record as _sharding_record
 from grader.probes.errors import first_line_or_unimplemented as _first_line, type_name as _type_name
 
@@ -100,6 +101,16 @@ def truth_collectives(ctx, layouts: list) -> list[dict]:
 
 # --- part B: the FSDP layout -------------------------------------------------------------------------
 
+def _constraint_meshes(jaxpr) -> list:
+    """The axis sizes of the mesh each ``with_sharding_constraint`` of the program names."""
+    out = []
+    for eqn in _walk_equations(jaxpr):
+        if _primitive_name(eqn.primitive) == _CONSTRAINT:
+            mesh = getattr(eqn.params.get("sharding"), "mesh", None)
+            out.append([int(n) for n in getattr(mesh, "axis_sizes", ())])
+    return out
+
+
 def run_fsdp(ctx, mesh_shape, x, w1, w2) -> dict:
     d, m = (int(n) for n in mesh_shape)
     grid, mesh = _mesh(d, m)
@@ -123,7 +134,9 @@ def run_fsdp(ctx, mesh_shape, x, w1, w2) -> dict:
     fn = ctx.function("fsdp_mlp")
     try:
         traced = _trace(_jit(lambda a, b, c: fn(mesh, a, b, c)), *placed)
-        constrained = _inputs_reaching(_traced_jaxpr(traced), _CONSTRAINT, then="dot_general")  # gathered for use
+        jaxpr = _traced_jaxpr(traced)
+        constrained = _inputs_reaching(jaxpr, _CONSTRAINT, then="dot_general")  # gathered for use
+        result["constraint_meshes"] = _constraint_meshes(jaxpr)
         compiled = _compile(_lower(traced))
     except Exception as exc:  # noqa: BLE001
         result["error"] = f"fsdp_mlp(mesh, x, w1, w2) failed under jax.jit: {_first_line(exc)}"
