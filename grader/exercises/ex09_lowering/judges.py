@@ -100,8 +100,9 @@ def _explain(key: str, mine, truth: dict) -> str:
         elif foreign:
             text += "; count only stablehlo.* and chlo.* operations (func.call, func.return and the like are not)"
         elif mine.get("stablehlo.return", 0) < right.get("stablehlo.return", 0):
-            text += ("; a short-form reduction (`stablehlo.reduce(...) applies stablehlo.add across ...`) holds a "
-                     "body of two operations, the applied op and a stablehlo.return, that the printed line hides")
+            text += ("; operations inside regions count too: a case's branches, a while's condition and body, and "
+                     "a short-form reduction (`stablehlo.reduce(...) applies stablehlo.add across ...`), whose body "
+                     "of two operations, the applied op and a stablehlo.return, the printed line hides")
     return text
 
 

@@ -40,7 +40,8 @@ _NODE_ADVICE = {
     "leaf_shape": ("a leaf came back with the wrong shape", "each leaf keeps the shape it had in the tree"),
     "leaf_dtype": ("a leaf came back with the wrong dtype", "each leaf keeps its float32 dtype"),
     "leaf_values": ("a leaf came back with the wrong values",
-                    "the leaves must be the values asked for, in JAX's leaf order"),
+                    "the leaves must be the values asked for, in JAX's leaf order (unravel's: the values of the "
+                    "vector it is given, not those of the tree ravel was called on)"),
     "shape": ("a shape came back wrong: it must be the leaf's shape as a tuple of Python ints",
               "use leaf.shape (or jnp.shape(leaf)); not a list, not the size, not a NumPy array"),
 }
