@@ -114,6 +114,25 @@ def equations_with_trips(jaxpr):
                 stack.append((_inner(sub), inner, looped or name == "while"))
 
 
+def random_draws(jaxpr) -> tuple[dict, bool]:
+    """The random draws of a program by size: ``({elements one draw gives: how many such draws},
+    in_while)``.  A ``random_bits`` equation's shape parameter is one draw's size (another random
+    primitive counts its outputs as one draw); a batch of keys, and the scans it sits in, say how
+    many it makes; a draw in a while loop, whose trips the program does not state, counts once and
+    sets ``in_while``."""
+    draws: dict = {}
+    in_while = False
+    for eqn, name, times, looped in equations_with_trips(jaxpr):
+        if name not in jaxcompat.RANDOM_BITS_PRIMITIVES:
+            continue
+        made = sum(_elements(v) for v in eqn.outvars)
+        shape = eqn.params.get("shape")
+        size = max(_size(shape) if type(shape) is tuple and name == "random_bits" else made, 1)
+        draws[size] = draws.get(size, 0) + times * max(made // size, 1)
+        in_while = in_while or looped
+    return draws, in_while
+
+
 def elements_computed(jaxpr) -> int:
     """How many elements the equations of ``jaxpr`` compute when it runs: each equation's
     outputs' elements, times the length of every ``scan`` it sits in (a while loop's body
@@ -623,10 +642,15 @@ def _axes(axes) -> tuple:
 def _elements(var) -> int:
     """How many elements a jaxpr variable's value holds (0 for one without a shape)."""
     shape = getattr(getattr(var, "aval", None), "shape", None)
+    return _size(shape) if shape is not None else 0
+
+
+def _size(shape) -> int:
+    """How many elements an array of ``shape`` holds."""
     size = 1
-    for d in shape or ():
+    for d in shape:
         size *= int(d)
-    return size if shape is not None else 0
+    return size
 
 
 def largest_outside_shard_maps(jaxpr) -> dict:

@@ -70,6 +70,9 @@ CUSTOM_VJP_PRIMITIVES = ("custom_vjp_call", "custom_vjp_call_jaxpr")
 #: A ``jax.custom_vjp`` rule in the linear program of a ``jax.vjp`` or ``jax.linearize``: the
 #: tangent goes in, and the backward rule is what transposing it runs.
 CUSTOM_LIN_PRIMITIVE = "custom_lin"
+#: In the error ``jax.jit`` raises when an argument it treats as static is a tracer ("Non-hashable
+#: static arguments are not supported"), lower-cased.
+STATIC_TRACER_ERROR = "static argument"
 
 
 #: JAX's classes whose objects the probes read after the learner's code ran (with their bases

@@ -391,3 +391,13 @@ def test_elements_computed_counts_every_output_and_multiplies_scan_bodies():
     assert ir.elements_computed(jax.make_jaxpr(scanned)(x)) == 5 * one + 32  # the body five times, the scan's result once
     token = ir.elements_computed(jax.make_jaxpr(lambda a: jnp.tanh(a[0, 0]))(x))
     assert token < one / 10  # a token of the work computes next to nothing
+
+
+def test_a_tracer_passed_as_a_static_argument_raises_the_error_jaxcompat_names():
+    step = jax.jit(lambda w, lr: w - lr, static_argnames=("lr",))
+    try:
+        jax.jit(lambda w, lr: step(w, lr=lr)).trace(jnp.ones(2), 0.1)
+    except Exception as exc:  # noqa: BLE001
+        assert jaxcompat.STATIC_TRACER_ERROR in str(exc).splitlines()[0].lower()
+    else:
+        raise AssertionError("a traced static argument did not raise")

@@ -258,7 +258,7 @@ def step_primitives(ctx, params, momentum, x, y, lr: float, beta: float) -> dict
     fn = ctx.function("train_step")
     params, momentum, x, y = _block(to_jax([params, momentum, x, y]))
     run = traced_run(fn, params, momentum, x, y, float(lr), float(beta))  # as the calls pass them; donates nothing
-    if run.jaxpr is None and run.error is not None and "static argument" in _first_line(run.error).lower():
+    if run.jaxpr is None and run.error is not None and jaxcompat.STATIC_TRACER_ERROR in _first_line(run.error).lower():
         # lr or beta marked static: a compile-count mistake, the compile check's to judge; the
         # structure is judged on the step traced with them as the numbers the calls pass
         lr, beta = float(lr), float(beta)

@@ -163,40 +163,15 @@ def init_draws(ctx, key: dict, sizes: list) -> dict:
 
 
 def _draws(jaxpr) -> dict:
-    """The random draws of a traced program by size: ``{"draws": [[elements one draw gives, how
-    many such draws], ...], "in_while": bool}`` (a ``random_bits`` equation's shape parameter is
-    one draw's size; a batch of keys, and the scans it sits in, how many it makes; a draw in a
-    while loop, whose trips the program does not state, counts once and sets ``in_while``), and
-    ``"reused"``: the keys the program uses up twice, following copies (``ir.keys_used_twice``)."""
-    draws: dict = {}
-    in_while = False
+    """The random draws of a traced program by size (``ir.random_draws``): ``{"draws": [[elements
+    one draw gives, how many such draws], ...], "in_while": bool}``, and ``"reused"``: the keys
+    the program uses up twice, following copies (``ir.keys_used_twice``)."""
     try:
-        for eqn, name, times, looped in ir.equations_with_trips(jaxpr):
-            if name not in _RANDOM_BITS:
-                continue
-            made = sum(_elements(v) for v in eqn.outvars)
-            shape = eqn.params.get("shape")
-            size = max(_elements_of(shape) if type(shape) is tuple and name == "random_bits" else made, 1)
-            draws[size] = draws.get(size, 0) + times * max(made // size, 1)
-            in_while = in_while or looped
+        draws, in_while = ir.random_draws(jaxpr)
+        reused = ir.keys_used_twice(jaxpr)[:5]
     except Exception as exc:  # noqa: BLE001 - a primitive of the learner's (ir.ForeignPrimitive)
         return {"error": _first_line(exc)}
-    try:
-        reused = ir.keys_used_twice(jaxpr)[:5]
-    except Exception as exc:  # noqa: BLE001
-        return {"error": _first_line(exc)}
     return {"draws": sorted([int(k), int(v)] for k, v in draws.items()), "in_while": in_while, "reused": reused}
-
-
-def _elements_of(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
-
-
-def _elements(var) -> int:
-    return _elements_of(getattr(getattr(var, "aval", None), "shape", ()) or ())
 
 
 # --- part B: dropout -------------------------------------------------------------------------------
