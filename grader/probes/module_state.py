@@ -68,11 +68,6 @@ _py_random_state = _random.Random.getstate  # the C method: a subclass's getstat
 _np_random_state = np.random.RandomState
 _np_random_get_state = np.random.RandomState.get_state
 _np_random_module = np.random.mtrand
-_np_generator = np.random.Generator
-_np_generator_bits = np.random.Generator.bit_generator.__get__
-#: NumPy's bit generators, whose ``state`` is a C-level property of the class itself
-_NP_BIT_GENERATORS = tuple(getattr(np.random, n) for n in ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
-                           if hasattr(np.random, n))
 _random_module = random
 
 
@@ -261,11 +256,11 @@ def _environment(keep: list):
 
 
 def _generator_state(value, t):
-    """The state of a random generator -- Python's ``random.Random``, NumPy's ``RandomState``,
-    ``Generator`` or bit generator -- read by the C code of its exact class, as a digest; else None.
-    Read for the two process-wide generators only (``_hidden_state``): a generator a module holds
-    for itself counts by identity, as any library object does (drawing from one's own generator
-    beside a step is everyday code)."""
+    """The state of one of the two process-wide random generators -- Python's ``random.Random``,
+    NumPy's legacy ``RandomState`` -- read by the C code of its exact class, as a digest; else
+    None (a generator put in their place shows by its identity).  A generator a module holds for
+    itself counts by identity, as any library object does: drawing from one's own generator
+    beside a step is everyday code."""
     try:
         if t is _py_random:
             return hashlib.sha1(repr(_py_random_state(value)).encode()).hexdigest()
@@ -273,12 +268,6 @@ def _generator_state(value, t):
             name, keys, pos, has_gauss, gauss = _np_random_get_state(value)
             return (name, hashlib.sha1(np.ascontiguousarray(keys).tobytes()).hexdigest(), int(pos), int(has_gauss),
                     float(gauss))
-        if t is _np_generator:
-            value = _np_generator_bits(value)
-            t = type(value)
-        if t in _NP_BIT_GENERATORS:
-            return hashlib.sha1(repr(type.__dict__["__dict__"].__get__(t, type)["state"].__get__(value, t))
-                                .encode()).hexdigest()
     except Exception:  # noqa: BLE001 - an unreadable generator counts by identity
         return None
     return None
